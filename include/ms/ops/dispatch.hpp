@@ -1,0 +1,148 @@
+#pragma once
+// Eager dispatch: run one op now (infer, allocate, kernel), and tell whoever is
+// listening: the active graph capture (Tracer), autodiff (grad recorder), the
+// profiler and data dump (OpObserver). Each hook costs one predictable branch
+// when unused. Must not know about graphs: capture implements Tracer elsewhere.
+
+#include <array>
+#include <span>
+#include <vector>
+
+#include "registry.hpp"
+
+namespace ms::ops {
+
+/// Receives every op executed eagerly on this thread while installed (graph capture).
+class Tracer {
+ public:
+  virtual ~Tracer() = default;
+  virtual void record(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
+                      std::span<const AnyTensor> out) = 0;
+};
+
+/// Observes op execution (profiler, data dump). begin() returns a token passed to end().
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual std::uint64_t begin(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) = 0;
+  virtual void end(std::uint64_t token, const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
+                   std::span<const AnyTensor> out) = 0;
+};
+
+namespace detail {
+inline thread_local Tracer* tracer = nullptr;
+inline thread_local OpObserver* observer = nullptr;
+inline thread_local bool grad_mode = true;
+/// Installed once by autograd/ when included: records the backward edge of an op call.
+using GradRecorder = void (*)(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
+                              std::span<const AnyTensor> out);
+inline GradRecorder grad_recorder = nullptr;
+/// Installed by a backend for its device type: runs an op whose inputs live on that device.
+using DeviceRunner = void (*)(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
+                              std::span<AnyTensor> out, const MetaList& metas);
+inline std::array<DeviceRunner, 4> device_runners{};
+
+/// True when some input takes part in autodiff (a leaf requiring grad or a result of one).
+inline bool any_requires_grad(std::span<const AnyTensor> in) {
+  for (auto& t : in) {
+    auto& m = t.impl()->autograd;
+    if (m && (m->requires_grad || m->grad_fn)) return true;
+  }
+  return false;
+}
+}  // namespace detail
+
+/// Metas of the inputs of a call.
+inline SmallVec<TensorMeta, 4> input_metas(std::span<const AnyTensor> in) {
+  SmallVec<TensorMeta, 4> m;
+  for (auto& t : in) m.push_back(TensorMeta{t.dtype(), t.shape()});
+  return m;
+}
+
+/// Checks inputs (defined, one device, supported dtype) and infers the outputs' metas.
+inline MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) {
+  MS_CHECK(op.num_inputs < 0 || static_cast<int>(in.size()) == op.num_inputs, ValueError,
+           "{}: expected {} inputs, got {}", op.name, op.num_inputs, in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    MS_CHECK(in[i].defined(), ValueError, "{}: input {} is an undefined tensor", op.name, i);
+    MS_CHECK(in[i].device() == in[0].device(), DeviceError, "{}: input 0 is on {} but input {} is on {}", op.name,
+             in[0].device(), i, in[i].device());
+  }
+  if (!in.empty()) {
+    int k = std::min<int>(op.elementwise.dispatch_input, static_cast<int>(in.size()) - 1);
+    DType d = in[k].dtype();
+    if (!op.cpu_dtypes.contains(d)) [[unlikely]] {
+      std::string ok;
+      for (int i = 0; i < kNumDTypes; ++i)
+        if (op.cpu_dtypes.contains(static_cast<DType>(i)))
+          ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(i)));
+      MS_THROW(DTypeError, "{}: unsupported dtype {} (supported: {})", op.name, d, ok);
+    }
+  }
+  auto metas = input_metas(in);
+  MetaList out;
+  op.infer(op, std::span<const TensorMeta>(metas.data(), metas.size()), attrs, out);
+  return out;
+}
+
+/// Runs `op` on already-inferred outputs: allocation, kernel and hooks. `out` has metas.size() slots.
+inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs, const MetaList& metas,
+                   std::span<AnyTensor> out) {
+  OpObserver* obs = detail::observer;
+  std::uint64_t token = 0;
+  if (obs) [[unlikely]] token = obs->begin(op, in, attrs);
+  Device dev = in.empty() ? Device::cpu() : in[0].device();
+  if (op.view) {
+    out[0] = op.view(in[0], attrs);
+  } else if (dev.is_cpu()) [[likely]] {
+    for (std::size_t i = 0; i < metas.size(); ++i) out[i] = AnyTensor::empty(metas[i].shape, metas[i].dtype);
+    op.kernel(KernelArgs{op, in, out, attrs});
+  } else {
+    auto runner = detail::device_runners[static_cast<int>(dev.type)];
+    MS_CHECK(runner != nullptr, DeviceError, "{}: no backend is loaded for device {}", op.name, dev);
+    runner(op, in, attrs, out, metas);
+  }
+  std::span<const AnyTensor> cout(out.data(), out.size());
+  if (obs) [[unlikely]] obs->end(token, op, in, attrs, cout);
+  if (detail::tracer) [[unlikely]] detail::tracer->record(op, in, attrs, cout);
+  if (detail::grad_recorder && detail::grad_mode && op.grad && detail::any_requires_grad(in)) [[unlikely]]
+    detail::grad_recorder(op, in, attrs, cout);
+}
+
+/// Runs an op with any number of outputs.
+inline std::vector<AnyTensor> call(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs = {}) {
+  MetaList metas = infer_outputs(op, in, attrs);
+  std::vector<AnyTensor> out(metas.size());
+  run_op(op, in, attrs, metas, out);
+  return out;
+}
+
+/// Runs a single-output op (the common, allocation-light path).
+inline AnyTensor call1(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs = {}) {
+  MetaList metas = infer_outputs(op, in, attrs);
+  MS_CHECK(metas.size() == 1, ValueError, "{}: expected one output, inference gave {}", op.name, metas.size());
+  AnyTensor out;
+  run_op(op, in, attrs, metas, std::span<AnyTensor>(&out, 1));
+  return out;
+}
+inline AnyTensor call1(const OpDef& op, std::initializer_list<AnyTensor> in, const Attrs& attrs = {}) {
+  return call1(op, std::span<const AnyTensor>(in.begin(), in.size()), attrs);
+}
+
+/// Disables gradient recording on this thread for its lifetime (like torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(detail::grad_mode) { detail::grad_mode = false; }
+  ~NoGradGuard() { detail::grad_mode = prev_; }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace ms::ops
+
+namespace ms {
+using NoGradGuard = ops::NoGradGuard;
+}

@@ -1,0 +1,417 @@
+#pragma once
+// Elementwise machinery shared by every unary/binary/ternary/compare op, by
+// fusion and by custom ops: the SIMD math facade (one spelling for scalars and
+// xsimd batches), block kernels generated from a generic formula, the eager
+// broadcasting/strided kernel, shape/dtype inference, and registration helpers.
+// An op is one functor: `template <class V> V operator()(V a, V b) const`.
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../core/parallel.hpp"
+#include "dispatch.hpp"
+
+namespace ms::simd {
+
+template <class V>
+struct is_batch : std::false_type {};
+template <class T, class A>
+struct is_batch<xsimd::batch<T, A>> : std::true_type {};
+template <class V>
+inline constexpr bool is_batch_v = is_batch<V>::value;
+
+template <class V>
+struct scalar_of { using type = V; };
+template <class T, class A>
+struct scalar_of<xsimd::batch<T, A>> { using type = T; };
+template <class V>
+using scalar_t = typename scalar_of<V>::type;
+
+/// A constant of the formula's type: c<V>(0.5) is a float, a double or a broadcast batch.
+template <class V>
+inline V c(double v) {
+  return V(static_cast<scalar_t<V>>(v));
+}
+
+// Unary math: xsimd for batches, <cmath> for scalars.
+#define MS_SIMD_UNARY(name, scalar_expr)                  \
+  template <class V>                                      \
+  inline V name(const V& x) {                             \
+    if constexpr (is_batch_v<V>) return xsimd::name(x);   \
+    else return scalar_expr;                              \
+  }
+MS_SIMD_UNARY(exp, static_cast<V>(std::exp(x)))
+MS_SIMD_UNARY(log, static_cast<V>(std::log(x)))
+MS_SIMD_UNARY(log1p, static_cast<V>(std::log1p(x)))
+MS_SIMD_UNARY(expm1, static_cast<V>(std::expm1(x)))
+MS_SIMD_UNARY(sqrt, static_cast<V>(std::sqrt(x)))
+MS_SIMD_UNARY(sin, static_cast<V>(std::sin(x)))
+MS_SIMD_UNARY(cos, static_cast<V>(std::cos(x)))
+MS_SIMD_UNARY(tanh, static_cast<V>(std::tanh(x)))
+MS_SIMD_UNARY(erf, static_cast<V>(std::erf(x)))
+MS_SIMD_UNARY(floor, static_cast<V>(std::floor(x)))
+MS_SIMD_UNARY(ceil, static_cast<V>(std::ceil(x)))
+MS_SIMD_UNARY(nearbyint, static_cast<V>(std::nearbyint(x)))  // half to even, like NumPy's round
+#undef MS_SIMD_UNARY
+
+template <class V>
+inline V abs(const V& x) {
+  if constexpr (is_batch_v<V>) return xsimd::abs(x);
+  else if constexpr (std::is_unsigned_v<V> || std::is_same_v<V, bool>) return x;
+  else if constexpr (std::is_integral_v<V>) return static_cast<V>(x < 0 ? V(0) - x : x);
+  else return std::abs(x);
+}
+template <class V>
+inline V pow(const V& x, const V& y) {
+  if constexpr (is_batch_v<V>) return xsimd::pow(x, y);
+  else if constexpr (std::is_integral_v<V>) {
+    if (y < 0) return static_cast<V>(x == 1 ? 1 : (x == V(0) - 1 ? ((y % 2) ? -1 : 1) : 0));
+    using U = std::make_unsigned_t<V>;
+    U r = 1, b = static_cast<U>(x);
+    for (auto e = y; e > 0; e >>= 1, b = static_cast<U>(b * b))
+      if (e & 1) r = static_cast<U>(r * b);
+    return static_cast<V>(r);
+  } else return std::pow(x, y);
+}
+/// Mask of NaN lanes (false for integers).
+template <class V>
+inline auto isnan(const V& x) {
+  if constexpr (is_batch_v<V>) return xsimd::isnan(x);
+  else if constexpr (std::is_floating_point_v<V>) return std::isnan(x);
+  else return false;
+}
+/// cond ? a : b, lane-wise.
+template <class M, class V>
+inline V select(const M& cond, const V& a, const V& b) {
+  if constexpr (is_batch_v<V>) return xsimd::select(cond, a, b);
+  else return cond ? a : b;
+}
+/// max/min that return `b` when either is NaN (the x86 maxps rule; put the value to propagate second).
+template <class V>
+inline V max(const V& a, const V& b) {
+  if constexpr (is_batch_v<V>) return xsimd::max(a, b);
+  else return a > b ? a : b;
+}
+template <class V>
+inline V min(const V& a, const V& b) {
+  if constexpr (is_batch_v<V>) return xsimd::min(a, b);
+  else return a < b ? a : b;
+}
+
+// Integer add/sub/mul/neg wrap around like two's complement (no UB on overflow).
+template <class V>
+inline V add(const V& a, const V& b) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
+    return static_cast<V>(static_cast<std::make_unsigned_t<V>>(a) + static_cast<std::make_unsigned_t<V>>(b));
+  else return static_cast<V>(a + b);
+}
+template <class V>
+inline V sub(const V& a, const V& b) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
+    return static_cast<V>(static_cast<std::make_unsigned_t<V>>(a) - static_cast<std::make_unsigned_t<V>>(b));
+  else return static_cast<V>(a - b);
+}
+template <class V>
+inline V mul(const V& a, const V& b) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
+    return static_cast<V>(static_cast<std::make_unsigned_t<V>>(a) * static_cast<std::make_unsigned_t<V>>(b));
+  else return static_cast<V>(a * b);
+}
+
+}  // namespace ms::simd
+
+namespace ms::ops {
+
+namespace detail {
+
+template <class T>
+inline constexpr bool simd_type_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+/// Loads lane-block i of input k: a broadcast scalar when its stride is 0.
+template <class B, class T>
+inline B load(const T* p, std::int64_t i, bool scalar) {
+  return scalar ? B(p[0]) : B::load_unaligned(p + i);
+}
+
+/// The block kernel of functor F for input type T and output type O (O = T except compare ops).
+template <class F, class T, class O, int Arity>
+void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std::int64_t n, const double* params) {
+  F f(params);
+  O* out = static_cast<O*>(outp);
+  const T* a = static_cast<const T*>(in[0]);
+  const T* b = Arity > 1 ? static_cast<const T*>(in[1]) : nullptr;
+  std::int64_t i = 0;
+  if constexpr (simd_type_v<T> && std::is_same_v<T, O>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t W = B::size;
+    if constexpr (Arity == 1) {
+      if (st[0] == 0) {  // f(scalar) broadcast
+        T v = f(a[0]);
+        for (; i < n; ++i) out[i] = v;
+        return;
+      }
+      for (; i + W <= n; i += W) f(B::load_unaligned(a + i)).store_unaligned(out + i);
+    } else if constexpr (Arity == 2) {
+      bool sa = st[0] == 0, sb = st[1] == 0;
+      // Separate loops so the broadcast test is hoisted out of the hot loop.
+      if (!sa && !sb) for (; i + W <= n; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
+      else if (sa && !sb) { B va(a[0]); for (; i + W <= n; i += W) f(va, B::load_unaligned(b + i)).store_unaligned(out + i); }
+      else if (!sa && sb) { B vb(b[0]); for (; i + W <= n; i += W) f(B::load_unaligned(a + i), vb).store_unaligned(out + i); }
+      else { B va(a[0]), vb(b[0]); for (; i + W <= n; i += W) f(va, vb).store_unaligned(out + i); }
+    }
+  }
+  if constexpr (Arity == 1) {
+    for (; i < n; ++i) out[i] = static_cast<O>(f(a[i * st[0]]));
+  } else if constexpr (Arity == 2) {
+    for (; i < n; ++i) out[i] = static_cast<O>(f(a[i * st[0]], b[i * st[1]]));
+  }
+}
+
+/// where(cond, a, b): input 0 is bool, inputs 1 and 2 are T.
+template <class T>
+void where_block(const void* const* in, const std::int64_t* st, void* outp, std::int64_t n, const double*) {
+  const bool* c = static_cast<const bool*>(in[0]);
+  const T* a = static_cast<const T*>(in[1]);
+  const T* b = static_cast<const T*>(in[2]);
+  T* out = static_cast<T*>(outp);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = c[i * st[0]] ? a[i * st[1]] : b[i * st[2]];
+}
+
+/// Fills `table` with block kernels for each dtype in Types (only those are instantiated).
+template <class F, int Arity, bool Compare, DTypeSet Types>
+void fill_block_table(BlockFn* table) {
+  auto put = [&]<class T>() {
+    if constexpr (Types.contains(dtype_v<T>)) {
+      using O = std::conditional_t<Compare, bool, T>;
+      table[static_cast<int>(dtype_v<T>)] = &block_kernel<F, T, O, Arity>;
+    }
+  };
+  put.template operator()<float>();
+  put.template operator()<double>();
+  put.template operator()<std::int32_t>();
+  put.template operator()<std::int64_t>();
+  put.template operator()<std::uint8_t>();
+  put.template operator()<bool>();
+}
+
+/// Copies n elements of `esize` bytes with a stride (in elements) into a contiguous buffer.
+inline void gather(const char* src, std::int64_t stride, std::size_t esize, std::int64_t n, char* dst) {
+  switch (esize) {
+    case 1: for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * stride]; break;
+    case 2: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint16_t*>(dst)[i] = reinterpret_cast<const std::uint16_t*>(src)[i * stride]; break;
+    case 4: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint32_t*>(dst)[i] = reinterpret_cast<const std::uint32_t*>(src)[i * stride]; break;
+    default: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint64_t*>(dst)[i] = reinterpret_cast<const std::uint64_t*>(src)[i * stride]; break;
+  }
+}
+
+}  // namespace detail
+
+inline constexpr int kMaxArity = 3;
+
+/// Runs a block kernel over tensors with NumPy broadcasting and arbitrary strides.
+/// `out` must be contiguous with the broadcast shape. Rows whose inputs are strided
+/// (neither 0 nor 1) are gathered into small buffers first.
+inline void run_elementwise(BlockFn fn, std::span<const AnyTensor> in, const AnyTensor& out, const double* params) {
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  const int k = static_cast<int>(in.size());
+  const Shape& oshape = out.shape();
+  const int r = oshape.rank();
+  std::size_t esize[kMaxArity];
+  const char* base[kMaxArity];
+  for (int j = 0; j < k; ++j) {
+    esize[j] = dtype_size(in[j].dtype());
+    base[j] = static_cast<const char*>(in[j].raw_data());
+  }
+  const std::size_t osize = dtype_size(out.dtype());
+  char* obase = static_cast<char*>(out.raw_data());
+
+  // Fast path: every input is contiguous with the output's shape, or a single element.
+  bool flat = true;
+  std::int64_t fst[kMaxArity];
+  for (int j = 0; j < k; ++j) {
+    if (in[j].numel() == 1) fst[j] = 0;
+    else if (in[j].shape() == oshape && in[j].is_contiguous()) fst[j] = 1;
+    else { flat = false; break; }
+  }
+  if (flat) {
+    parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      const void* p[kMaxArity];
+      for (int j = 0; j < k; ++j) p[j] = base[j] + b * fst[j] * static_cast<std::int64_t>(esize[j]);
+      fn(p, fst, obase + b * static_cast<std::int64_t>(osize), e - b, params);
+    });
+    return;
+  }
+
+  // General path: broadcast strides, then collapse dims that are contiguous for every operand.
+  std::int64_t shp[kMaxDims], st[kMaxArity][kMaxDims];
+  for (int d = 0; d < r; ++d) shp[d] = oshape[d];
+  for (int j = 0; j < k; ++j) {
+    const Shape& s = in[j].shape();
+    int lead = r - s.rank();
+    for (int d = 0; d < r; ++d) {
+      int sd = d - lead;
+      st[j][d] = (sd < 0 || s[sd] == 1) ? 0 : in[j].strides()[sd];
+    }
+  }
+  int cr = 0;  // collapsed rank
+  std::int64_t cshp[kMaxDims], cst[kMaxArity][kMaxDims];
+  for (int d = 0; d < r; ++d) {
+    if (shp[d] == 1) continue;
+    bool merge = cr > 0;
+    for (int j = 0; j < k && merge; ++j) merge = cst[j][cr - 1] == st[j][d] * shp[d];
+    if (merge) {
+      cshp[cr - 1] *= shp[d];
+      for (int j = 0; j < k; ++j) cst[j][cr - 1] = st[j][d];
+    } else {
+      cshp[cr] = shp[d];
+      for (int j = 0; j < k; ++j) cst[j][cr] = st[j][d];
+      ++cr;
+    }
+  }
+  if (cr == 0) {  // all dims of size 1
+    cshp[0] = 1;
+    for (int j = 0; j < k; ++j) cst[j][0] = 0;
+    cr = 1;
+  }
+  const std::int64_t inner = cshp[cr - 1];
+  const std::int64_t rows = n / inner;
+  std::int64_t ist[kMaxArity];
+  bool needs_gather = false;
+  for (int j = 0; j < k; ++j) {
+    ist[j] = cst[j][cr - 1];
+    if (ist[j] != 0 && ist[j] != 1) needs_gather = true;
+  }
+  constexpr std::int64_t kBlock = 1024;
+  auto do_rows = [&](std::int64_t rb, std::int64_t re) {
+    alignas(64) char buf[kMaxArity][kBlock * 8];
+    for (std::int64_t row = rb; row < re; ++row) {
+      // Offsets of this row from its multi-index over the outer (collapsed) dims.
+      std::int64_t off[kMaxArity] = {};
+      std::int64_t rem = row;
+      for (int d = cr - 2; d >= 0; --d) {
+        std::int64_t idx = rem % cshp[d];
+        rem /= cshp[d];
+        for (int j = 0; j < k; ++j) off[j] += idx * cst[j][d];
+      }
+      char* orow = obase + row * inner * static_cast<std::int64_t>(osize);
+      if (!needs_gather) {
+        const void* p[kMaxArity];
+        for (int j = 0; j < k; ++j) p[j] = base[j] + off[j] * static_cast<std::int64_t>(esize[j]);
+        fn(p, ist, orow, inner, params);
+        continue;
+      }
+      for (std::int64_t c0 = 0; c0 < inner; c0 += kBlock) {
+        std::int64_t len = std::min(kBlock, inner - c0);
+        const void* p[kMaxArity];
+        std::int64_t bst[kMaxArity];
+        for (int j = 0; j < k; ++j) {
+          const char* src = base[j] + (off[j] + c0 * ist[j]) * static_cast<std::int64_t>(esize[j]);
+          if (ist[j] == 0 || ist[j] == 1) { p[j] = src; bst[j] = ist[j]; continue; }
+          detail::gather(src, ist[j], esize[j], len, buf[j]);
+          p[j] = buf[j];
+          bst[j] = 1;
+        }
+        fn(p, bst, orow + c0 * static_cast<std::int64_t>(osize), len, params);
+      }
+    }
+  };
+  std::int64_t row_grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(inner, 1));
+  parallel_for(rows, row_grain, do_rows, 1);
+}
+
+/// The CPU kernel of every elementwise op: picks the block function by dtype and runs it.
+inline void elementwise_kernel(const KernelArgs& a) {
+  const ElementwiseInfo& ew = a.op.elementwise;
+  DType d = a.in[ew.dispatch_input].dtype();
+  BlockFn fn = ew.block[static_cast<int>(d)];
+  MS_CHECK(fn != nullptr, DTypeError, "{}: no CPU kernel for dtype {}", a.op.name, d);
+  double params[kMaxElementwiseParams] = {};
+  if (ew.params) ew.params(a.attrs, params);
+  run_elementwise(fn, a.in, a.out[0], params);
+}
+
+// ---- inference ------------------------------------------------------------------------------
+
+inline void infer_unary(const OpDef&, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
+  out.push_back(in[0]);
+}
+
+/// Broadcast shape of all inputs; throws "<op>: cannot broadcast (3, 4) with (5,)".
+inline Shape broadcast_all(const OpDef& op, std::span<const TensorMeta> in, std::size_t first = 0) {
+  Shape s = in[first].shape;
+  for (std::size_t i = first + 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].shape, op.name);
+  return s;
+}
+
+inline void check_same_dtype(const OpDef& op, const TensorMeta& a, const TensorMeta& b) {
+  MS_CHECK(a.dtype == b.dtype, DTypeError,
+           "{}: dtype mismatch {} vs {} (shapes {} and {}); convert one side with ms::cast", op.name, a.dtype, b.dtype,
+           shape_str(a.shape), shape_str(b.shape));
+}
+
+inline void infer_binary(const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
+  check_same_dtype(op, in[0], in[1]);
+  out.push_back(TensorMeta{in[0].dtype, broadcast_all(op, in)});
+}
+
+inline void infer_compare(const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
+  check_same_dtype(op, in[0], in[1]);
+  out.push_back(TensorMeta{DType::b8, broadcast_all(op, in)});
+}
+
+inline void infer_where(const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
+  MS_CHECK(in[0].dtype == DType::b8, DTypeError, "{}: condition must be bool, got {} (shape {})", op.name, in[0].dtype,
+           shape_str(in[0].shape));
+  check_same_dtype(op, in[1], in[2]);
+  out.push_back(TensorMeta{in[1].dtype, broadcast_all(op, in)});
+}
+
+// ---- registration helpers -------------------------------------------------------------------
+
+/// Functors without parameters accept (and ignore) the params pointer through this base.
+struct NoParams {
+  NoParams() = default;
+  explicit NoParams(const double*) {}
+};
+
+/// Describes an elementwise op built from functor F (arity 1 or 2).
+struct ElementwiseSpec {
+  std::string name;
+  std::string doc;
+  double flops = 1;
+  GradFn grad = nullptr;
+  std::string nondiff_reason;
+  std::vector<std::string> attr_names;
+  ParamsFn params = nullptr;
+};
+
+template <class F, int Arity, DTypeSet Types, bool Compare = false>
+OpDef make_elementwise_op(ElementwiseSpec s) {
+  OpDef d;
+  d.name = std::move(s.name);
+  d.doc = std::move(s.doc);
+  d.category = Compare ? Category::compare : (Arity == 1 ? Category::unary : Category::binary);
+  d.num_inputs = Arity;
+  d.infer = Compare ? &infer_compare : (Arity == 1 ? &infer_unary : &infer_binary);
+  d.kernel = &elementwise_kernel;
+  d.grad = s.grad;
+  d.nondiff_reason = std::move(s.nondiff_reason);
+  d.cpu_dtypes = Types;
+  d.attr_names = std::move(s.attr_names);
+  d.elementwise.params = s.params;
+  d.elementwise.flops_per_element = s.flops;
+  detail::fill_block_table<F, Arity, Compare, Types>(d.elementwise.block);
+  return d;
+}
+
+/// Registers an elementwise op defined by functor F for the dtypes in Types.
+template <class F, int Arity, DTypeSet Types, bool Compare = false>
+const OpDef& register_elementwise(ElementwiseSpec s) {
+  return registry().add(make_elementwise_op<F, Arity, Types, Compare>(std::move(s)));
+}
+
+}  // namespace ms::ops

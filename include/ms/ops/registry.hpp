@@ -1,0 +1,308 @@
+#pragma once
+// The op registry: OpDef (one definition per operator: name, category, attributes,
+// shape/dtype inference, CPU kernel, elementwise formula, gradient rule, cost,
+// supported dtypes) and the process-wide Registry that lists them.
+// Every layer (eager dispatch, graph capture, fusion, autodiff, backends, profiler)
+// reads ops from here; there is no second list. Must not know about graphs.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "../core/tensor.hpp"
+
+namespace ms::ops {
+
+/// What kind of op this is; passes ask about categories instead of naming ops.
+enum class Category : std::uint8_t {
+  unary,        ///< elementwise, one input
+  binary,       ///< elementwise with broadcasting, two inputs
+  ternary,      ///< elementwise with broadcasting, three inputs (where)
+  compare,      ///< elementwise comparison producing bool
+  reduction,    ///< reduces axes (sum, mean, max, argmax, var, ...)
+  normalization,  ///< softmax-like ops over an axis
+  linalg,       ///< matmul, linear
+  movement,     ///< copies data into a new layout (concat, gather, cast, contiguous...)
+  view,         ///< aliases its input's storage (reshape, transpose, slice, expand...)
+  creation,     ///< makes a tensor from attributes only (fill, arange...)
+  nn,           ///< neural-network ops (conv, pooling, losses, ...)
+  custom,       ///< user-defined ops
+};
+
+constexpr std::string_view category_name(Category c) {
+  switch (c) {
+    case Category::unary: return "unary";
+    case Category::binary: return "binary";
+    case Category::ternary: return "ternary";
+    case Category::compare: return "compare";
+    case Category::reduction: return "reduction";
+    case Category::normalization: return "normalization";
+    case Category::linalg: return "linalg";
+    case Category::movement: return "movement";
+    case Category::view: return "view";
+    case Category::creation: return "creation";
+    case Category::nn: return "nn";
+    case Category::custom: return "custom";
+  }
+  return "?";
+}
+
+/// True for categories whose ops compute each output element from the same-index input elements.
+constexpr bool is_elementwise(Category c) {
+  return c == Category::unary || c == Category::binary || c == Category::ternary || c == Category::compare;
+}
+
+using IntList = std::vector<std::int64_t>;
+/// One attribute value.
+using AttrValue = std::variant<std::int64_t, double, bool, DType, IntList, std::string>;
+
+/// An op's attributes: a small ordered list of (name, value); compared for CSE, printed in dumps.
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
+
+  Attrs& set(std::string key, AttrValue v) {
+    for (auto& [k, old] : items_)
+      if (k == key) { old = std::move(v); return *this; }
+    items_.emplace_back(std::move(key), std::move(v));
+    return *this;
+  }
+  const AttrValue* find(std::string_view key) const {
+    for (auto& [k, v] : items_)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+
+  template <class V>
+  const V& get(std::string_view key) const {
+    const AttrValue* v = find(key);
+    MS_CHECK(v != nullptr, ValueError, "attribute '{}' is missing", key);
+    const V* p = std::get_if<V>(v);
+    MS_CHECK(p != nullptr, ValueError, "attribute '{}' has the wrong type", key);
+    return *p;
+  }
+  std::int64_t i(std::string_view key) const { return get<std::int64_t>(key); }
+  std::int64_t i(std::string_view key, std::int64_t dflt) const { return has(key) ? i(key) : dflt; }
+  /// A floating attribute; an integer value is accepted and converted.
+  double f(std::string_view key) const {
+    const AttrValue* v = find(key);
+    if (v && std::holds_alternative<std::int64_t>(*v)) return static_cast<double>(std::get<std::int64_t>(*v));
+    return get<double>(key);
+  }
+  double f(std::string_view key, double dflt) const { return has(key) ? f(key) : dflt; }
+  bool b(std::string_view key, bool dflt = false) const { return has(key) ? get<bool>(key) : dflt; }
+  DType dtype(std::string_view key) const { return get<DType>(key); }
+  const IntList& ints(std::string_view key) const { return get<IntList>(key); }
+  const std::string& str(std::string_view key) const { return get<std::string>(key); }
+
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  bool empty() const { return items_.empty(); }
+  friend bool operator==(const Attrs& a, const Attrs& b) { return a.items_ == b.items_; }
+
+  std::size_t hash() const {
+    std::size_t h = 1469598103934665603ull;
+    auto mix = [&](std::size_t x) { h = (h ^ x) * 1099511628211ull; };
+    for (auto& [k, v] : items_) {
+      mix(std::hash<std::string>{}(k));
+      mix(v.index());
+      std::visit([&](auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<X, IntList>) for (auto e : x) mix(std::hash<std::int64_t>{}(e));
+        else if constexpr (std::is_same_v<X, DType>) mix(static_cast<std::size_t>(x));
+        else mix(std::hash<X>{}(x));
+      }, v);
+    }
+    return h;
+  }
+  /// "axis=1, keepdim=true" (used in IR dumps and errors).
+  std::string str() const {
+    std::string out;
+    for (auto& [k, v] : items_) {
+      if (!out.empty()) out += ", ";
+      out += k + "=" + value_str(v);
+    }
+    return out;
+  }
+  static std::string value_str(const AttrValue& v) {
+    return std::visit([](auto& x) -> std::string {
+      using X = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<X, IntList>) return fmt::format("[{}]", fmt::join(x, ", "));
+      else if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
+      else if constexpr (std::is_same_v<X, double>) return fmt::format("{}", x);
+      else return fmt::format("{}", x);
+    }, v);
+  }
+
+ private:
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+/// Dtype and shape of a value, all that inference needs.
+struct TensorMeta {
+  DType dtype = DType::f32;
+  Shape shape;
+  friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
+};
+using MetaList = SmallVec<TensorMeta, 2>;
+
+/// Estimated work of one op call.
+struct Cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+struct OpDef;
+
+/// Arguments of a CPU kernel: inputs, preallocated outputs (shaped by inference), attributes.
+struct KernelArgs {
+  const OpDef& op;
+  std::span<const AnyTensor> in;
+  std::span<AnyTensor> out;
+  const Attrs& attrs;
+};
+
+/// Arguments of a gradient rule: the forward call and the gradients of its outputs
+/// (undefined entries mean zero). Returns one gradient per input (undefined = none).
+struct GradArgs {
+  const OpDef& op;
+  std::span<const AnyTensor> in;
+  std::span<const AnyTensor> out;
+  std::span<const AnyTensor> grad_out;
+  const Attrs& attrs;
+};
+
+using InferFn = void (*)(const OpDef& op, std::span<const TensorMeta> in, const Attrs& attrs, MetaList& out);
+using KernelFn = void (*)(const KernelArgs& args);
+using ViewFn = AnyTensor (*)(const AnyTensor& in, const Attrs& attrs);
+using GradFn = std::vector<AnyTensor> (*)(const GradArgs& args);
+using CostFn = Cost (*)(const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& attrs);
+
+/// A contiguous block kernel of an elementwise op: out[i] = f(in0[i*s0], in1[i*s1], ...)
+/// where each stride s is 0 (broadcast scalar) or 1. `params` holds the op's numeric
+/// attributes (e.g. leaky_relu's slope). One function per input dtype. Fusion evaluates
+/// chains of these over L1-sized blocks; the eager kernel calls them on rows.
+using BlockFn = void (*)(const void* const* in, const std::int64_t* in_strides, void* out, std::int64_t n,
+                         const double* params);
+inline constexpr int kMaxElementwiseParams = 4;
+/// Extracts the numeric parameters of an elementwise op from its attributes.
+using ParamsFn = void (*)(const Attrs& attrs, double* params);
+
+struct ElementwiseInfo {
+  BlockFn block[kNumDTypes] = {};
+  ParamsFn params = nullptr;
+  int dispatch_input = 0;     ///< which input's dtype selects the block function
+  double flops_per_element = 1;
+};
+
+/// One operator, defined once.
+struct OpDef {
+  std::string name;
+  Category category = Category::custom;
+  int num_inputs = 1;               ///< -1: variadic
+  std::string doc;                  ///< one line, shown in the op list
+  std::vector<std::string> attr_names;  ///< documented attributes, e.g. {"axis", "keepdim"}
+  InferFn infer = nullptr;
+  KernelFn kernel = nullptr;        ///< CPU kernel (null for view ops)
+  ViewFn view = nullptr;            ///< view ops: makes the aliasing output
+  GradFn grad = nullptr;            ///< null: not differentiable
+  std::string nondiff_reason;       ///< why grad is null (integer output, piecewise constant, ...)
+  CostFn cost = nullptr;
+  DTypeSet cpu_dtypes = kNumericTypes;  ///< input dtypes the CPU kernel accepts
+  ElementwiseInfo elementwise;      ///< for unary/binary/ternary/compare ops
+  bool is_random = false;           ///< results differ between calls (never CSE'd or folded)
+
+  bool differentiable() const { return grad != nullptr; }
+  bool is_view() const { return view != nullptr; }
+};
+
+/// The process-wide list of ops, in registration order.
+class Registry {
+ public:
+  /// Registers an op; throws ValueError on a duplicate or incomplete definition.
+  const OpDef& add(OpDef def) {
+    std::lock_guard<std::mutex> lock(mu_);
+    MS_CHECK(!def.name.empty(), ValueError, "register op: an op needs a name");
+    MS_CHECK(by_name_.find(def.name) == by_name_.end(), ValueError,
+             "register op: an op named '{}' is already registered", def.name);
+    MS_CHECK(def.infer != nullptr, ValueError, "register op '{}': missing shape/dtype inference", def.name);
+    MS_CHECK(def.kernel != nullptr || def.view != nullptr, ValueError, "register op '{}': missing CPU kernel", def.name);
+    ops_.push_back(std::make_unique<OpDef>(std::move(def)));
+    const OpDef& ref = *ops_.back();
+    by_name_[ref.name] = &ref;
+    return ref;
+  }
+  /// The op named `name`, or nullptr.
+  const OpDef* find(std::string_view name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : it->second;
+  }
+  /// The op named `name`; throws ValueError listing close names when missing.
+  const OpDef& get(std::string_view name) const {
+    const OpDef* op = find(name);
+    MS_CHECK(op != nullptr, ValueError, "no op named '{}' is registered", name);
+    return *op;
+  }
+  /// Every registered op, in registration order.
+  std::vector<const OpDef*> all() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<const OpDef*> out;
+    for (auto& p : ops_) out.push_back(p.get());
+    return out;
+  }
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ops_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<OpDef>> ops_;
+  std::map<std::string, const OpDef*, std::less<>> by_name_;
+};
+
+/// The registry of all ops (built-in and user-defined).
+inline Registry& registry() {
+  static auto* r = new Registry();
+  return *r;
+}
+
+/// Default cost: one flop per output element (times flops_per_element), bytes read + written.
+inline Cost default_cost(const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                         const Attrs&) {
+  Cost c;
+  for (auto& m : in) c.bytes += static_cast<double>(numel(m.shape) * dtype_size(m.dtype));
+  for (auto& m : out) {
+    c.bytes += static_cast<double>(numel(m.shape) * dtype_size(m.dtype));
+    c.flops += static_cast<double>(numel(m.shape)) * op.elementwise.flops_per_element;
+  }
+  if (op.category == Category::view) c = {};
+  return c;
+}
+
+/// Cost of one call of `op`.
+inline Cost op_cost(const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                    const Attrs& attrs) {
+  return op.cost ? op.cost(op, in, out, attrs) : default_cost(op, in, out, attrs);
+}
+
+/// "(3, 4) float32, (4,) float32" for error messages.
+inline std::string metas_str(std::span<const TensorMeta> ms) {
+  std::string s;
+  for (auto& m : ms) {
+    if (!s.empty()) s += ", ";
+    s += fmt::format("{} {}", shape_str(m.shape), m.dtype);
+  }
+  return s;
+}
+
+}  // namespace ms::ops
