@@ -208,6 +208,18 @@ class Tensor : public AnyTensor {
   template <Element U>
   Tensor<U> to() const;
   Tensor<T> grad() const;
+  // In-place forms (defined in ops/inplace.hpp): compute the out-of-place result, then
+  // write it into this tensor's storage, so every view of it sees the new values.
+  Tensor<T>& add_(const Tensor<T>& other);
+  Tensor<T>& sub_(const Tensor<T>& other);
+  Tensor<T>& mul_(const Tensor<T>& other);
+  Tensor<T>& div_(const Tensor<T>& other);
+  Tensor<T>& add_(double other);
+  Tensor<T>& sub_(double other);
+  Tensor<T>& mul_(double other);
+  Tensor<T>& div_(double other);
+  Tensor<T>& fill_(double value);
+  Tensor<T>& copy_(const Tensor<T>& src);
   Tensor<T>& requires_grad_(bool on = true) { set_requires_grad(on); return *this; }
 
  private:

@@ -37,6 +37,15 @@ template <Element T>
 Tensor<T> Tensor<T>::expand(const Shape& s) const { return ops::expand(*this, s.vec()); }
 template <Element T>
 Tensor<T> Tensor<T>::flatten(std::int64_t start, std::int64_t end) const { return ops::flatten(*this, start, end); }
+// Reductions over all elements (ops/reduce.hpp: ops::sum(x, axes, keepdim), ...).
+template <Element T>
+Tensor<T> Tensor<T>::sum() const { return ops::sum(*this, {}, false); }
+template <Element T>
+Tensor<T> Tensor<T>::mean() const { return ops::mean(*this, {}, false); }
+template <Element T>
+Tensor<T> Tensor<T>::max() const { return ops::max(*this, {}, false); }
+template <Element T>
+Tensor<T> Tensor<T>::min() const { return ops::min(*this, {}, false); }
 template <Element T>
 template <Element U>
 Tensor<U> Tensor<T>::to() const { return ops::cast(*this, dtype_v<U>); }

@@ -34,6 +34,7 @@ enum class Category : std::uint8_t {
   creation,     ///< makes a tensor from attributes only (fill, arange...)
   nn,           ///< neural-network ops (conv, pooling, losses, ...)
   custom,       ///< user-defined ops
+  fused,        ///< a fused group of ops made by graph fusion
 };
 
 constexpr std::string_view category_name(Category c) {
@@ -50,6 +51,7 @@ constexpr std::string_view category_name(Category c) {
     case Category::creation: return "creation";
     case Category::nn: return "nn";
     case Category::custom: return "custom";
+    case Category::fused: return "fused";
   }
   return "?";
 }

@@ -277,6 +277,18 @@ inline const OpDef& cast_op = registry().add([] {
   return d;
 }());
 
+namespace detail {
+/// A contiguous version of x for use INSIDE kernels (no dispatch, nothing recorded):
+/// returns x itself when already contiguous, else a fresh contiguous copy.
+inline AnyTensor contiguous_raw(const AnyTensor& x) {
+  if (x.is_contiguous()) return x;
+  AnyTensor out = AnyTensor::empty(x.shape(), x.dtype());
+  const AnyTensor in[1] = {x};
+  run_elementwise(copy_op.elementwise.block[static_cast<int>(x.dtype())], in, out, nullptr);
+  return out;
+}
+}  // namespace detail
+
 // ---- untyped API ----------------------------------------------------------------------------
 
 inline AnyTensor contiguous(const AnyTensor& x) { return x.is_contiguous() ? x : call1(copy_op, {x}); }

@@ -1,0 +1,247 @@
+#pragma once
+// Compiling a graph for the CPU and replaying it: compile() optimizes the graph,
+// plans one arena for every intermediate (reusing an input's buffer in place when
+// an elementwise op is its last reader), resolves each node's kernel once, and
+// binds buffers, so Executable::run() only checks the inputs and calls kernels.
+// Replays are deterministic: the same inputs give bit-identical outputs.
+
+#include <chrono>
+
+#include "../graph/passes.hpp"
+#include "memory_plan.hpp"
+
+namespace ms::backend {
+
+using graph::ValueId;
+using graph::ValueKind;
+
+struct CompileOptions {
+  graph::PassOptions passes;
+  bool optimize = true;   ///< run the pass pipeline before planning
+  bool inplace = true;    ///< let elementwise ops write over their last-used input
+};
+
+class Executable {
+ public:
+  Executable() = default;
+  Executable(Executable&&) = default;
+  Executable& operator=(Executable&&) = default;
+  Executable(const Executable&) = delete;  // steps point into the owned graph
+  Executable& operator=(const Executable&) = delete;
+
+  /// Runs the graph on `inputs` (dtype, shape and device must match the captured ones).
+  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
+    const auto& gin = graph_.inputs();
+    MS_CHECK(inputs.size() == gin.size(), ValueError, "run: the graph takes {} inputs, got {}", gin.size(),
+             inputs.size());
+    for (std::size_t i = 0; i < gin.size(); ++i) {
+      const auto& m = graph_.value(gin[i]).meta;
+      MS_CHECK(inputs[i].defined(), ValueError, "run: input {} is an undefined tensor", i);
+      MS_CHECK(inputs[i].dtype() == m.dtype, DTypeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
+               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
+      MS_CHECK(inputs[i].shape() == m.shape, ShapeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
+               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
+      MS_CHECK(inputs[i].device().is_cpu(), DeviceError, "run: input {} is on {}, this executable runs on cpu", i,
+               inputs[i].device());
+      bind(gin[i], inputs[i]);
+    }
+    for (ValueId v : fresh_) bind(v, AnyTensor::empty(graph_.value(v).meta.shape, graph_.value(v).meta.dtype));
+    ops::OpObserver* obs = ops::detail::observer;
+    for (Step& s : steps_) {
+      std::uint64_t token = 0;
+      if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs);
+      switch (s.kind) {
+        case StepKind::kernel: s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs}); break;
+        case StepKind::fused: s.node->fused->run(s.in, s.out[0]); break;
+        case StepKind::view:
+          s.out[0] = s.node->op->view(s.in[0], s.node->attrs);
+          bind(s.node->outputs[0], s.out[0]);
+          break;
+        case StepKind::static_view: break;
+      }
+      if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out);
+    }
+    std::vector<AnyTensor> outs;
+    outs.reserve(graph_.outputs().size());
+    for (ValueId v : graph_.outputs()) {
+      const graph::Value& val = graph_.value(v);
+      AnyTensor t = current_[static_cast<std::size_t>(v)];
+      bool owned = std::find(fresh_.begin(), fresh_.end(), v) != fresh_.end() || val.kind == ValueKind::input;
+      if (!owned) {  // arena views, params and constants: hand out a copy the next run cannot change
+        AnyTensor c = AnyTensor::empty(t.shape(), t.dtype());
+        const AnyTensor src[1] = {t};
+        ops::run_elementwise(ops::copy_op.elementwise.block[static_cast<int>(t.dtype())], src, c, nullptr);
+        t = c;
+      }
+      outs.push_back(t);
+    }
+    return outs;
+  }
+  std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
+    return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
+  }
+
+  const graph::Graph& graph() const { return graph_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  const graph::PassReport& pass_report() const { return report_; }
+  std::size_t num_steps() const { return steps_.size(); }
+  /// Bytes of the arena holding every intermediate.
+  std::size_t arena_bytes() const { return plan_.peak; }
+
+ private:
+  enum class StepKind { kernel, fused, view, static_view };
+  struct Step {
+    const graph::Node* node;
+    StepKind kind;
+    std::vector<AnyTensor> in, out;
+  };
+  friend Executable compile(graph::Graph g, const CompileOptions& opt);
+
+  /// Sets the tensor of value v and writes it into every step that reads or produces it.
+  void bind(ValueId v, const AnyTensor& t) {
+    current_[static_cast<std::size_t>(v)] = t;
+    for (auto [step, slot] : readers_[static_cast<std::size_t>(v)]) steps_[step].in[slot] = t;
+    auto p = producer_slot_[static_cast<std::size_t>(v)];
+    if (p.first >= 0) steps_[static_cast<std::size_t>(p.first)].out[static_cast<std::size_t>(p.second)] = t;
+  }
+
+  graph::Graph graph_;
+  graph::PassReport report_;
+  std::vector<Step> steps_;
+  std::vector<AnyTensor> current_;
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> readers_;
+  std::vector<std::pair<int, int>> producer_slot_;
+  std::vector<ValueId> fresh_;  ///< graph outputs produced by kernels: allocated per run
+  std::shared_ptr<Storage> arena_;
+  MemoryPlan plan_;
+  std::vector<BufferReq> buffers_;
+};
+
+/// Optimizes `g` (unless disabled), plans its memory and returns a replayable executable.
+inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
+  Executable ex;
+  if (opt.optimize) ex.report_ = graph::optimize(g, opt.passes);
+  graph::verify(g);
+  ex.graph_ = std::move(g);
+  graph::Graph& G = ex.graph_;
+  const auto& nodes = G.nodes();
+  const std::size_t nv = G.values().size();
+  ex.current_.assign(nv, AnyTensor());
+  ex.readers_.assign(nv, {});
+  ex.producer_slot_.assign(nv, {-1, -1});
+
+  std::vector<bool> is_output(nv, false);
+  for (ValueId v : G.outputs()) is_output[static_cast<std::size_t>(v)] = true;
+
+  // Classify values: root buffer id for arena values; views alias their input's root.
+  enum class Home { none, input, fixed, fresh, arena, runtime_view };
+  std::vector<Home> home(nv, Home::none);
+  std::vector<int> buffer_of(nv, -1);
+  for (std::size_t v = 0; v < nv; ++v) {
+    auto k = G.values()[v].kind;
+    if (k == ValueKind::input) home[v] = Home::input;
+    else if (k == ValueKind::param || k == ValueKind::constant) home[v] = Home::fixed;
+  }
+  std::vector<BufferReq>& bufs = ex.buffers_;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    const int step = static_cast<int>(i);
+    // Extend the lifetime of every arena buffer this node reads (directly or through a view).
+    for (ValueId in : n.inputs)
+      if (buffer_of[static_cast<std::size_t>(in)] >= 0) {
+        auto& b = bufs[static_cast<std::size_t>(buffer_of[static_cast<std::size_t>(in)])];
+        b.end = std::max(b.end, step);
+      }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      auto v = static_cast<std::size_t>(n.outputs[k]);
+      if (n.op->is_view()) {
+        auto src = static_cast<std::size_t>(n.inputs[0]);
+        buffer_of[v] = buffer_of[src];
+        home[v] = (home[src] == Home::fixed || home[src] == Home::arena) && !is_output[v] ? Home::arena
+                                                                                          : Home::runtime_view;
+        if (home[src] == Home::fixed && !is_output[v]) home[v] = Home::fixed;
+        continue;
+      }
+      if (is_output[v]) { home[v] = Home::fresh; continue; }
+      home[v] = Home::arena;
+      const auto& meta = G.value(n.outputs[k]).meta;
+      std::size_t bytes = static_cast<std::size_t>(numel(meta.shape)) * dtype_size(meta.dtype);
+      // In place: an elementwise op may write over an input buffer whose last reader it is.
+      int reuse = -1;
+      if (opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || n.fused)) {
+        for (ValueId in : n.inputs) {
+          int b = buffer_of[static_cast<std::size_t>(in)];
+          if (b < 0 || G.value(in).kind != ValueKind::node || nodes[static_cast<std::size_t>(G.value(in).producer)].op->is_view()) continue;
+          const auto& im = G.value(in).meta;
+          if (!(im.shape == meta.shape) || dtype_size(im.dtype) != dtype_size(meta.dtype)) continue;
+          // Last reader: no later node reads this buffer (directly or via views) — checked after the scan below.
+          bool later = false;
+          for (std::size_t j = i + 1; j < nodes.size() && !later; ++j)
+            for (ValueId x : nodes[j].inputs)
+              if (buffer_of[static_cast<std::size_t>(x)] == b) later = true;
+          // Values not yet classified (views created later) cannot alias b unless they read b's values above.
+          bool is_graph_out = false;
+          for (std::size_t w = 0; w < nv; ++w)
+            if (buffer_of[w] == b && is_output[w]) is_graph_out = true;
+          if (!later && !is_graph_out) { reuse = b; break; }
+        }
+      }
+      if (reuse >= 0) {
+        buffer_of[v] = reuse;
+        bufs[static_cast<std::size_t>(reuse)].end = std::max(bufs[static_cast<std::size_t>(reuse)].end, step);
+      } else {
+        buffer_of[v] = static_cast<int>(bufs.size());
+        bufs.push_back(BufferReq{bytes, step, step});
+      }
+    }
+  }
+  // A graph output that views an arena buffer is copied out after the last step.
+  for (ValueId w : G.outputs())
+    if (buffer_of[static_cast<std::size_t>(w)] >= 0)
+      bufs[static_cast<std::size_t>(buffer_of[static_cast<std::size_t>(w)])].end = static_cast<int>(nodes.size());
+  ex.plan_ = plan_memory(bufs);
+  check_memory_plan(bufs, ex.plan_);
+  ex.arena_ = Storage::host(std::max<std::size_t>(ex.plan_.peak, 1));
+
+  // Steps with pre-bound tensors.
+  ex.steps_.reserve(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    Executable::Step s{&n, Executable::StepKind::kernel, std::vector<AnyTensor>(n.inputs.size()),
+                       std::vector<AnyTensor>(n.outputs.size())};
+    if (n.fused) s.kind = Executable::StepKind::fused;
+    else if (n.op->is_view())
+      s.kind = home[static_cast<std::size_t>(n.outputs[0])] == Home::runtime_view ? Executable::StepKind::view
+                                                                                  : Executable::StepKind::static_view;
+    ex.steps_.push_back(std::move(s));
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      ex.readers_[static_cast<std::size_t>(n.inputs[k])].emplace_back(i, k);
+    for (std::size_t k = 0; k < n.outputs.size(); ++k)
+      ex.producer_slot_[static_cast<std::size_t>(n.outputs[k])] = {static_cast<int>(i), static_cast<int>(k)};
+  }
+  // Bind fixed values now, in schedule order so static views see their sources.
+  for (std::size_t v = 0; v < nv; ++v)
+    if (home[v] == Home::fixed && G.values()[v].kind != ValueKind::node) ex.bind(static_cast<ValueId>(v), G.values()[v].data);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      auto v = static_cast<std::size_t>(n.outputs[k]);
+      if (n.op->is_view()) {
+        if (ex.steps_[i].kind == Executable::StepKind::static_view)
+          ex.bind(n.outputs[k], n.op->view(ex.current_[static_cast<std::size_t>(n.inputs[0])], n.attrs));
+        continue;
+      }
+      if (home[v] == Home::arena) {
+        const auto& meta = G.value(n.outputs[k]).meta;
+        std::size_t off = ex.plan_.offsets[static_cast<std::size_t>(buffer_of[v])];
+        ex.bind(n.outputs[k], AnyTensor::view_of(ex.arena_, meta.shape, contiguous_strides(meta.shape),
+                                                 static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype));
+      } else if (home[v] == Home::fresh) {
+        ex.fresh_.push_back(n.outputs[k]);
+      }
+    }
+  }
+  return ex;
+}
+
+}  // namespace ms::backend

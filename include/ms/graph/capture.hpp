@@ -1,0 +1,115 @@
+#pragma once
+// Capture: while a Capture is alive on a thread, every op still runs eagerly AND is
+// appended to a Graph. What tracing records, and what it cannot:
+//  - it records the ops that ran, with their attributes; C++ control flow (if/for)
+//    is unrolled: the graph holds the branch that was taken;
+//  - reading a tensor's values on the host (item(), data(), element access) inside
+//    a capture throws GraphError, because a branch chosen from data could not be
+//    replayed faithfully;
+//  - tensors created outside and read inside: those marked with param() (and any
+//    tensor that requires grad) become parameters, read from their storage on every
+//    run; every other one becomes a constant, snapshotted (cloned) at capture time.
+
+#include <cstring>
+#include <unordered_map>
+
+#include "../ops/views.hpp"
+#include "graph.hpp"
+
+namespace ms::graph {
+
+class Capture final : public ops::Tracer {
+ public:
+  Capture() {
+    MS_CHECK(ops::detail::tracer == nullptr, GraphError, "capture: a capture is already active on this thread");
+    ops::detail::tracer = this;
+    prev_hook_ = ms::detail::host_read_hook;
+    ms::detail::host_read_hook = &reject_host_read;
+  }
+  ~Capture() override { stop(); }
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  /// Declares a graph input (a placeholder fed on every run); returns its value id.
+  ValueId input(const AnyTensor& t, std::string name = {}) {
+    ValueId v = graph_.add_input({t.dtype(), t.shape()}, std::move(name));
+    bind(t, v);
+    return v;
+  }
+  /// Declares a parameter: mutable state read from `t`'s storage on every run.
+  ValueId param(const AnyTensor& t, std::string name = {}) {
+    ValueId v = graph_.add_param(t, std::move(name));
+    bind(t, v);
+    return v;
+  }
+  /// Declares a graph output.
+  void output(const AnyTensor& t) { graph_.mark_output(value_of(t)); }
+
+  /// Uninstalls the capture (idempotent).
+  void stop() {
+    if (active_) {
+      ops::detail::tracer = nullptr;
+      ms::detail::host_read_hook = prev_hook_;
+      active_ = false;
+    }
+  }
+  /// Ends the capture and returns the graph (verified).
+  Graph finish() {
+    stop();
+    verify(graph_);
+    seen_.clear();
+    return std::move(graph_);
+  }
+  const Graph& graph() const { return graph_; }
+
+  void record(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+              std::span<const AnyTensor> out) override {
+    std::vector<ValueId> ins;
+    ins.reserve(in.size());
+    for (auto& t : in) ins.push_back(value_of(t));
+    SmallVec<ops::TensorMeta, 2> metas;
+    for (auto& t : out) metas.push_back({t.dtype(), t.shape()});
+    auto outs = graph_.add_node_with_metas(op, std::move(ins), attrs, std::span<const ops::TensorMeta>(metas.data(), metas.size()));
+    for (std::size_t i = 0; i < out.size(); ++i) bind(out[i], outs[i]);
+    // An op that writes into its first input (copy_) makes later reads see the new value.
+    if (op.is_view() && op.category == ops::Category::movement && !in.empty()) bind(in[0], outs[0]);
+  }
+
+  /// The value a tensor stands for; unknown tensors become params (requires_grad) or constants.
+  ValueId value_of(const AnyTensor& t) {
+    auto it = seen_.find(t.impl());
+    if (it != seen_.end()) return it->second.second;
+    ValueId v;
+    if (t.impl()->autograd && t.impl()->autograd->requires_grad) {
+      v = graph_.add_param(t);
+    } else {
+      // Snapshot without dispatch (nothing recorded, no host-read check).
+      v = graph_.add_constant(t.is_contiguous() ? clone_raw(t) : ops::detail::contiguous_raw(t));
+    }
+    bind(t, v);
+    return v;
+  }
+
+ private:
+  static AnyTensor clone_raw(const AnyTensor& t) {
+    AnyTensor c = AnyTensor::empty(t.shape(), t.dtype());
+    std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());
+    return c;
+  }
+  static void reject_host_read(const char* what) {
+    MS_THROW(GraphError,
+             "{}: reading a tensor's values on the host during graph capture is not allowed; a traced graph "
+             "cannot replay control flow that depends on data (compute it with tensor ops such as where(), "
+             "or end the capture first)",
+             what);
+  }
+  void bind(const AnyTensor& t, ValueId v) { seen_[t.impl()] = {t, v}; }
+
+  Graph graph_;
+  // Keeps every seen tensor alive during capture so addresses are never reused.
+  std::unordered_map<const TensorImpl*, std::pair<AnyTensor, ValueId>> seen_;
+  ms::detail::HostReadHook prev_hook_ = nullptr;
+  bool active_ = true;
+};
+
+}  // namespace ms::graph

@@ -1,0 +1,107 @@
+#pragma once
+// ms::jit(fn): traces fn on the first call for each input signature (dtype, shape,
+// device of every tensor argument), compiles the graph, and replays it on later
+// calls with the same signature (like MindSpore's @jit / ms_function). A new
+// signature traces again; compiled signatures are kept in a bounded LRU cache.
+// Tracing rules are those of graph::Capture (see capture.hpp).
+
+#include <list>
+#include <tuple>
+#include <type_traits>
+
+#include "../backend/cpu_executor.hpp"
+#include "capture.hpp"
+
+namespace ms {
+
+namespace detail {
+template <class R>
+struct OutputPacker {  // a single tensor
+  static void mark(graph::Capture& c, const R& r) { c.output(r); }
+  static R pack(std::vector<AnyTensor>& outs) { return R(outs.at(0)); }
+};
+template <class... Ts>
+struct OutputPacker<std::tuple<Ts...>> {
+  static void mark(graph::Capture& c, const std::tuple<Ts...>& r) {
+    std::apply([&](const auto&... t) { (c.output(t), ...); }, r);
+  }
+  static std::tuple<Ts...> pack(std::vector<AnyTensor>& outs) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::tuple<Ts...>(Ts(outs.at(I))...); }(
+        std::index_sequence_for<Ts...>{});
+  }
+};
+template <class T>
+struct OutputPacker<std::vector<T>> {
+  static void mark(graph::Capture& c, const std::vector<T>& r) {
+    for (auto& t : r) c.output(t);
+  }
+  static std::vector<T> pack(std::vector<AnyTensor>& outs) { return std::vector<T>(outs.begin(), outs.end()); }
+};
+}  // namespace detail
+
+/// A function compiled by tracing; call it like the original function.
+template <class F>
+class Jit {
+ public:
+  explicit Jit(F fn, backend::CompileOptions opt = {}, std::size_t cache_size = 16)
+      : fn_(std::move(fn)), opt_(std::move(opt)), cache_size_(std::max<std::size_t>(cache_size, 1)) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) {
+    static_assert((std::is_base_of_v<AnyTensor, Args> && ...), "jit: every argument must be a tensor");
+    using R = std::decay_t<std::invoke_result_t<F&, const Args&...>>;
+    std::vector<std::int64_t> key;
+    (append_signature(key, args), ...);
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->key != key) continue;
+      cache_.splice(cache_.begin(), cache_, it);  // most recently used first
+      ++replays_;
+      std::vector<AnyTensor> outs = cache_.front().exe->run({static_cast<const AnyTensor&>(args)...});
+      return detail::OutputPacker<R>::pack(outs);
+    }
+    // Trace: run eagerly under a capture, then compile.
+    graph::Capture cap;
+    (cap.input(args), ...);
+    R result = fn_(args...);
+    detail::OutputPacker<R>::mark(cap, result);
+    graph::Graph g = cap.finish();
+    auto exe = std::make_shared<backend::Executable>(backend::compile(std::move(g), opt_));
+    cache_.push_front(Entry{std::move(key), std::move(exe)});
+    if (cache_.size() > cache_size_) cache_.pop_back();
+    ++traces_;
+    return result;
+  }
+
+  /// Number of times fn was traced (one per new signature, plus re-traces after eviction).
+  std::size_t num_traces() const { return traces_; }
+  /// Number of calls served by replaying a compiled graph.
+  std::size_t num_replays() const { return replays_; }
+  /// The most recently used executable (null before the first call).
+  const backend::Executable* executable() const { return cache_.empty() ? nullptr : cache_.front().exe.get(); }
+
+ private:
+  struct Entry {
+    std::vector<std::int64_t> key;
+    std::shared_ptr<backend::Executable> exe;
+  };
+  static void append_signature(std::vector<std::int64_t>& key, const AnyTensor& t) {
+    key.push_back(static_cast<std::int64_t>(t.dtype()));
+    key.push_back(static_cast<std::int64_t>(t.device().type) * 1000 + t.device().index);
+    key.push_back(t.dim());
+    for (auto d : t.shape()) key.push_back(d);
+  }
+
+  F fn_;
+  backend::CompileOptions opt_;
+  std::size_t cache_size_;
+  std::list<Entry> cache_;
+  std::size_t traces_ = 0, replays_ = 0;
+};
+
+/// Wraps fn so that calls trace once per input signature and replay afterwards.
+template <class F>
+Jit<F> jit(F fn, backend::CompileOptions opt = {}, std::size_t cache_size = 16) {
+  return Jit<F>(std::move(fn), std::move(opt), cache_size);
+}
+
+}  // namespace ms

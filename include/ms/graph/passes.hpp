@@ -1,0 +1,246 @@
+#pragma once
+// Graph passes and the PassManager: dead-code elimination, common-subexpression
+// elimination, constant folding, algebraic simplification and fusion, run in order
+// at an optimization level, each switchable, with the IR dumped as text after each
+// pass into a directory (PassOptions::dump_dir or the MS_DUMP_IR environment variable).
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "fusion.hpp"
+
+namespace ms::graph {
+
+namespace detail {
+/// Nodes that write into one of their inputs (copy_) must never be removed or merged.
+inline bool has_side_effect(const Node& n) {
+  return n.op->is_view() && n.op->category == ops::Category::movement;
+}
+}  // namespace detail
+
+/// Removes nodes whose outputs are unused. Returns the number removed.
+inline int dce(Graph& g) {
+  int removed = 0;
+  auto& nodes = g.nodes();
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    Node& n = nodes[i];
+    if (n.dead || detail::has_side_effect(n)) continue;
+    bool used = std::any_of(n.outputs.begin(), n.outputs.end(), [&](ValueId v) { return g.value(v).uses > 0; });
+    if (!used) { g.kill(i); ++removed; }
+  }
+  g.compact();
+  return removed;
+}
+
+/// Merges nodes with the same op, attributes and inputs. Returns the number merged.
+inline int cse(Graph& g) {
+  int merged = 0;
+  struct Key {
+    const ops::OpDef* op;
+    std::vector<ValueId> inputs;
+    const ops::Attrs* attrs;
+  };
+  std::unordered_multimap<std::size_t, std::size_t> seen;  // hash -> node index
+  auto& nodes = g.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dead || n.fused || n.op->is_random || detail::has_side_effect(n)) continue;
+    std::size_t h = std::hash<const void*>{}(n.op) ^ (n.attrs.hash() * 31);
+    for (ValueId v : n.inputs) h = h * 1000003u ^ static_cast<std::size_t>(v);
+    bool found = false;
+    auto range = seen.equal_range(h);
+    for (auto it = range.first; it != range.second; ++it) {
+      Node& m = nodes[it->second];
+      if (m.dead || m.op != n.op || m.inputs != n.inputs || !(m.attrs == n.attrs)) continue;
+      for (std::size_t k = 0; k < n.outputs.size(); ++k) g.replace_uses(n.outputs[k], m.outputs[k]);
+      g.kill(i);
+      ++merged;
+      found = true;
+      break;
+    }
+    if (!found) seen.emplace(h, i);
+  }
+  g.compact();
+  return merged;
+}
+
+/// Evaluates nodes whose inputs are all constants (up to `max_elements` output elements)
+/// and replaces them by constants. Returns the number folded.
+inline int fold_constants(Graph& g, std::int64_t max_elements = 1 << 20) {
+  int folded = 0;
+  auto& nodes = g.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dead || n.fused || n.op->is_random || detail::has_side_effect(n) || n.inputs.empty()) continue;
+    bool all_const = std::all_of(n.inputs.begin(), n.inputs.end(),
+                                 [&](ValueId v) { return g.value(v).kind == ValueKind::constant; });
+    if (!all_const) continue;
+    std::int64_t size = 0;
+    for (ValueId v : n.outputs) size += numel(g.value(v).meta.shape);
+    if (size > max_elements) continue;
+    std::vector<AnyTensor> in;
+    for (ValueId v : n.inputs) in.push_back(g.value(v).data);
+    std::vector<AnyTensor> out(n.outputs.size());
+    if (n.op->view) {
+      out[0] = ops::detail::contiguous_raw(n.op->view(in[0], n.attrs));
+      if (out[0].is_same(in[0]) || out[0].shares_storage(in[0])) {
+        AnyTensor c = AnyTensor::empty(out[0].shape(), out[0].dtype());
+        std::memcpy(c.raw_data(), out[0].raw_data(), out[0].nbytes());
+        out[0] = c;
+      }
+    } else {
+      for (std::size_t k = 0; k < n.outputs.size(); ++k)
+        out[k] = AnyTensor::empty(g.value(n.outputs[k]).meta.shape, g.value(n.outputs[k]).meta.dtype);
+      n.op->kernel(ops::KernelArgs{*n.op, in, out, n.attrs});
+    }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      ValueId c = g.add_constant(out[k]);
+      g.replace_uses(n.outputs[k], c);
+    }
+    g.kill(i);
+    ++folded;
+  }
+  g.compact();
+  return folded;
+}
+
+namespace detail {
+/// True when constant value v holds `x` in every element.
+inline bool const_all_equal(const Graph& g, ValueId v, double x) {
+  const Value& val = g.value(v);
+  if (val.kind != ValueKind::constant) return false;
+  bool eq = true;
+  visit_dtype(val.data.dtype(), [&]<class T>() {
+    if constexpr (std::is_arithmetic_v<T>) {
+      const T* p = static_cast<const T*>(val.data.raw_data());
+      ms::detail::for_each_offset(val.data.shape(), val.data.strides(), [&](std::int64_t o) {
+        if (static_cast<double>(p[o]) != x) eq = false;
+      });
+    } else {
+      eq = false;
+    }
+  });
+  return eq;
+}
+}  // namespace detail
+
+/// Algebraic simplification: x*1, 1*x, x/1, x+0, 0+x, x-0 (when no broadcast changes the
+/// shape), permute of permute (composed; identity removed), reshape of reshape, reshape to
+/// the same shape, cast to the same dtype. Returns the number of rewrites.
+inline int simplify(Graph& g) {
+  int rewrites = 0;
+  auto& nodes = g.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dead || n.fused) continue;
+    const std::string& op = n.op->name;
+    ValueId out = n.outputs[0];
+    const ops::TensorMeta& om = g.value(out).meta;
+    auto forward = [&](ValueId to) {
+      if (!(g.value(to).meta == om)) return false;
+      g.replace_uses(out, to);
+      g.kill(i);
+      ++rewrites;
+      return true;
+    };
+    if (op == "mul" || op == "add" || op == "sub" || op == "div") {
+      double ident = (op == "mul" || op == "div") ? 1.0 : 0.0;
+      if (detail::const_all_equal(g, n.inputs[1], ident) && forward(n.inputs[0])) continue;
+      if ((op == "mul" || op == "add") && detail::const_all_equal(g, n.inputs[0], ident) && forward(n.inputs[1])) continue;
+    } else if (op == "cast") {
+      if (g.value(n.inputs[0]).meta.dtype == om.dtype && forward(n.inputs[0])) continue;
+    } else if (op == "reshape") {
+      if (g.value(n.inputs[0]).meta.shape == om.shape && forward(n.inputs[0])) continue;
+      const Value& src = g.value(n.inputs[0]);
+      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op->name == "reshape") {
+        ValueId base = nodes[static_cast<std::size_t>(src.producer)].inputs[0];
+        g.value(n.inputs[0]).uses--;
+        n.inputs[0] = base;
+        g.value(base).uses++;
+        ++rewrites;
+      }
+    } else if (op == "permute") {
+      const ops::IntList& p = n.attrs.ints("perm");
+      bool identity = true;
+      for (std::size_t k = 0; k < p.size(); ++k) identity &= (p[k] == static_cast<std::int64_t>(k) || p[k] == static_cast<std::int64_t>(k) - static_cast<std::int64_t>(p.size()));
+      if (identity && forward(n.inputs[0])) continue;
+      const Value& src = g.value(n.inputs[0]);
+      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op->name == "permute") {
+        const Node& inner = nodes[static_cast<std::size_t>(src.producer)];
+        const ops::IntList& q = inner.attrs.ints("perm");
+        int r = static_cast<int>(p.size());
+        ops::IntList composed(p.size());
+        for (int k = 0; k < r; ++k) composed[k] = q[normalize_axis(p[k], r, "permute")];
+        ValueId base = inner.inputs[0];
+        g.value(n.inputs[0]).uses--;
+        n.inputs[0] = base;
+        g.value(base).uses++;
+        n.attrs.set("perm", composed);
+        ++rewrites;
+        bool id2 = true;
+        for (int k = 0; k < r; ++k) id2 &= normalize_axis(composed[k], r, "permute") == k;
+        if (id2) forward(base);
+      }
+    }
+  }
+  g.compact();
+  return rewrites;
+}
+
+/// Options of the pass pipeline.
+struct PassOptions {
+  int opt_level = 2;  ///< 0: nothing; 1: dce, cse, fold, simplify; 2: also fusion
+  bool dce = true, cse = true, fold = true, simplify = true, fuse = true;
+  std::string dump_dir;  ///< when set (or MS_DUMP_IR is set), writes NN_<pass>.ir and .dot files there
+};
+
+/// What each pass did.
+struct PassReport {
+  std::vector<std::pair<std::string, int>> changes;
+  int get(std::string_view pass) const {
+    int total = 0;
+    for (auto& [p, c] : changes)
+      if (p == pass) total += c;
+    return total;
+  }
+};
+
+/// Runs the passes in order (dce, cse, fold, simplify, dce, fuse), verifying after each.
+inline PassReport optimize(Graph& g, const PassOptions& opt = {}) {
+  PassReport rep;
+  std::string dir = opt.dump_dir;
+  if (dir.empty())
+    if (const char* env = std::getenv("MS_DUMP_IR")) dir = env;
+  int step = 0;
+  auto dump = [&](const std::string& name) {
+    if (dir.empty()) return;
+    std::filesystem::create_directories(dir);
+    auto write = [&](const std::string& file, const std::string& text) {
+      std::string tmp = file + ".tmp";
+      { std::ofstream f(tmp); f << text; }
+      std::filesystem::rename(tmp, file);
+    };
+    std::string base = fmt::format("{}/{:02d}_{}", dir, step++, name);
+    write(base + ".ir", g.str());
+    write(base + ".dot", g.dot());
+  };
+  dump("captured");
+  auto run = [&](bool on, int min_level, const char* name, const std::function<int(Graph&)>& pass) {
+    if (!on || opt.opt_level < min_level) return;
+    int c = pass(g);
+    rep.changes.emplace_back(name, c);
+    verify(g);
+    dump(name);
+  };
+  run(opt.dce, 1, "dce", dce);
+  run(opt.cse, 1, "cse", cse);
+  run(opt.fold, 1, "fold", [](Graph& x) { return fold_constants(x); });
+  run(opt.simplify, 1, "simplify", simplify);
+  run(opt.dce, 1, "dce", dce);
+  run(opt.fuse, 2, "fuse", fuse_elementwise);
+  return rep;
+}
+
+}  // namespace ms::graph
