@@ -1,0 +1,212 @@
+#pragma once
+// The AscendCL function table, loaded at run time with dlopen/dlsym.
+// Belongs here: finding the Ascend libraries, resolving their symbols into
+// AclApi, and turning a failed status code into ms::BackendError (acl_check).
+// Must not know about tensors, graphs or the backend interface: the Ascend
+// adapter builds on this table, and the same code drives real CANN or the
+// Ascend emulator (tests/ascend_emulator), whichever the library list names.
+//
+// Error handling and RAII (for callers of this table):
+//   * Every aclError / aclnnStatus return goes through acl_check(), which throws.
+//     So every resource obtained before a later call that may throw must already
+//     be owned by an RAII guard: device memory (aclrtFree), host memory
+//     (aclrtFreeHost), streams, events, aclTensor / aclScalar / aclIntArray
+//     (aclDestroy*), captured models (aclmdlRIDestroy).
+//   * An aclOpExecutor returned by aclnnXxxGetWorkspaceSize is consumed by the
+//     launch aclnnXxx(...) -- also when the launch fails. If the launch is never
+//     reached (say the workspace allocation throws), release it with
+//     aclDestroyAclOpExecutor when the table has it, else it leaks.
+//   * Destructors of such guards must not throw: ignore (or log) the status of
+//     aclrtFree / aclDestroy* there, never acl_check() it.
+//   * aclGetRecentErrMsg() is per thread and is read by acl_check() right after
+//     the failing call, on the same thread; do not call other ACL functions in
+//     between.
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <ms/backend/ascend/acl_types.hpp>
+#include <ms/core/error.hpp>
+
+namespace ms::backend::ascend {
+
+/// Default library list: the CANN names, searched by the dynamic loader.
+inline constexpr const char* kDefaultAclLibs = "libascendcl.so:libnnopbase.so:libopapi.so";
+/// Environment variable overriding the list (':'-separated names or paths).
+inline constexpr const char* kAclLibsEnv = "MS_ASCEND_LIBS";
+
+/// One function pointer per AscendCL C function. Required ones are never null
+/// in a table returned by load_acl_api(); optional ones may be.
+struct AclApi {
+#define MS_ACL_TABLE_ENTRY(ret, name, params) acl_fn::name* name = nullptr;
+  MS_ACL_REQUIRED_FUNCS(MS_ACL_TABLE_ENTRY)
+  MS_ACL_OPTIONAL_FUNCS(MS_ACL_TABLE_ENTRY)
+#undef MS_ACL_TABLE_ENTRY
+
+#define MS_ACLNN_TABLE_ENTRY(Name, ...)                                          \
+  acl_fn::aclnn##Name##GetWorkspaceSize* aclnn##Name##GetWorkspaceSize = nullptr; \
+  acl_fn::aclnnLaunch* aclnn##Name = nullptr;
+  MS_ACLNN_OPS(MS_ACLNN_TABLE_ENTRY)
+#undef MS_ACLNN_TABLE_ENTRY
+
+  /// The libraries that were opened, ':'-separated (for messages).
+  std::string libraries;
+  /// Optional symbols that were not found (aclnn ops by op name, e.g. "aclnnGelu").
+  std::vector<std::string> missing_optional;
+
+  /// Stream capture and replay (aclmdlRICaptureBegin/End, aclmdlRIExecuteAsync, aclmdlRIDestroy).
+  bool has_capture() const noexcept {
+    return aclmdlRICaptureBegin && aclmdlRICaptureEnd && aclmdlRIExecuteAsync && aclmdlRIDestroy;
+  }
+  /// aclDestroyAclOpExecutor, to release an executor that was never launched.
+  bool has_executor_destroy() const noexcept { return aclDestroyAclOpExecutor != nullptr; }
+  /// Both phases of the aclnn op `name` ("Add", "Matmul", ...) are present.
+  bool has_op(std::string_view name) const noexcept {
+#define MS_ACLNN_HAS_OP(Name, ...) \
+  if (name == #Name) return aclnn##Name##GetWorkspaceSize != nullptr && aclnn##Name != nullptr;
+    MS_ACLNN_OPS(MS_ACLNN_HAS_OP)
+#undef MS_ACLNN_HAS_OP
+    return false;
+  }
+};
+
+namespace detail {
+
+inline std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+inline std::vector<std::string> split_libs(const std::string& libs) {
+  std::vector<std::string> out;
+  std::string::size_type start = 0;
+  while (start <= libs.size()) {
+    auto end = libs.find(':', start);
+    if (end == std::string::npos) end = libs.size();
+    if (end > start) out.push_back(libs.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+/// Opened libraries plus what happened to each one, for error messages.
+struct OpenedLibs {
+  std::vector<void*> handles;
+  std::vector<std::string> opened;
+  std::vector<std::string> failures;  // "name (dlerror text)"
+
+  void* find(const char* symbol) const {
+    for (void* h : handles) {
+      if (void* p = ::dlsym(h, symbol)) return p;
+    }
+    return nullptr;
+  }
+  std::string tried() const {
+    std::string s = fmt::format("opened [{}]", join(opened, ", "));
+    if (!failures.empty()) s += fmt::format("; failed to open [{}]", join(failures, "; "));
+    return s;
+  }
+};
+
+template <typename Fn>
+void bind(Fn*& slot, const OpenedLibs& libs, const char* symbol) {
+  // dlsym hands back an object pointer; POSIX guarantees it converts to a function pointer.
+  slot = reinterpret_cast<Fn*>(libs.find(symbol));
+}
+
+}  // namespace detail
+
+/// Opens every library in `libs` (':'-separated names or paths) and resolves
+/// each AscendCL symbol in the first library that defines it.
+/// Throws ms::BackendError when no library opens, or when a required symbol is
+/// missing (the message names the symbol and the libraries tried).
+/// Libraries are never dlclose()d: the runtime keeps threads and state alive
+/// until the process exits, and dlopen() reference-counts repeated loads.
+inline AclApi load_acl_api(const std::string& libs) {
+  const auto names = detail::split_libs(libs);
+  if (names.empty()) MS_THROW(BackendError, "Ascend: empty library list '{}'", libs);
+
+  detail::OpenedLibs opened;
+  for (const auto& name : names) {
+    // RTLD_GLOBAL: CANN's own plugins resolve symbols across these libraries.
+    if (void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_GLOBAL)) {
+      opened.handles.push_back(h);
+      opened.opened.push_back(name);
+    } else {
+      const char* err = ::dlerror();
+      opened.failures.push_back(fmt::format("{} ({})", name, err ? err : "unknown error"));
+    }
+  }
+  if (opened.handles.empty()) {
+    MS_THROW(BackendError,
+             "Ascend: could not load any AscendCL library: {} (set {} to the libraries to use)",
+             opened.tried(), kAclLibsEnv);
+  }
+
+  AclApi api;
+  api.libraries = detail::join(opened.opened, ":");
+
+#define MS_ACL_BIND_REQUIRED(ret, name, params)                                            \
+  detail::bind(api.name, opened, #name);                                                   \
+  if (api.name == nullptr) {                                                               \
+    MS_THROW(BackendError, "Ascend: required symbol {} not found in the AscendCL libraries: {}", \
+             #name, opened.tried());                                                       \
+  }
+  MS_ACL_REQUIRED_FUNCS(MS_ACL_BIND_REQUIRED)
+#undef MS_ACL_BIND_REQUIRED
+
+#define MS_ACL_BIND_OPTIONAL(ret, name, params) \
+  detail::bind(api.name, opened, #name);        \
+  if (api.name == nullptr) api.missing_optional.emplace_back(#name);
+  MS_ACL_OPTIONAL_FUNCS(MS_ACL_BIND_OPTIONAL)
+#undef MS_ACL_BIND_OPTIONAL
+
+  // An op is usable only with both phases; a half-present pair counts as missing.
+#define MS_ACLNN_BIND(Name, ...)                                                   \
+  detail::bind(api.aclnn##Name##GetWorkspaceSize, opened, "aclnn" #Name "GetWorkspaceSize"); \
+  detail::bind(api.aclnn##Name, opened, "aclnn" #Name);                            \
+  if (api.aclnn##Name##GetWorkspaceSize == nullptr || api.aclnn##Name == nullptr) { \
+    api.aclnn##Name##GetWorkspaceSize = nullptr;                                   \
+    api.aclnn##Name = nullptr;                                                     \
+    api.missing_optional.emplace_back("aclnn" #Name);                              \
+  }
+  MS_ACLNN_OPS(MS_ACLNN_BIND)
+#undef MS_ACLNN_BIND
+
+  return api;
+}
+
+/// The library list to use: $MS_ASCEND_LIBS when set and non-empty, else the CANN names.
+inline std::string default_acl_libs() {
+  const char* env = std::getenv(kAclLibsEnv);
+  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(kDefaultAclLibs);
+}
+
+/// The process-wide table, loaded on first use from default_acl_libs().
+/// Throws ms::BackendError if loading fails (and tries again on the next call).
+inline const AclApi& acl_api() {
+  static const AclApi api = load_acl_api(default_acl_libs());
+  return api;
+}
+
+/// Throws ms::BackendError when `code` is not ACL_SUCCESS:
+/// "[ms.backend_error] aclrtMalloc failed with code 207001: <aclGetRecentErrMsg()>".
+/// Works for aclError and aclnnStatus alike (0 is success for both).
+inline void acl_check(const AclApi& api, aclError code, const char* call) {
+  if (code == ACL_SUCCESS) [[likely]] return;
+  const char* recent = api.aclGetRecentErrMsg ? api.aclGetRecentErrMsg() : nullptr;
+  std::string_view msg = (recent != nullptr && *recent != '\0') ? recent : "(no error message)";
+  MS_THROW(BackendError, "{} failed with code {}: {}", call, code, msg);
+}
+
+}  // namespace ms::backend::ascend

@@ -1,0 +1,158 @@
+/*
+ * Control API of the Ascend emulator (libms_ascend_emulator.so), a test fixture
+ * that implements the AscendCL C functions on the host. Emulator-only: real
+ * CANN has none of these symbols. Plain C, so any test can use it.
+ *
+ * Counting rules (msEmuCounters):
+ *   - Work is counted when the host issues it: launches when aclnnXxx(...)
+ *     enqueues a kernel, copies when aclrtMemcpy/aclrtMemcpyAsync is called.
+ *     Work issued on a stream that is being captured is not counted there but in
+ *     captured_tasks; each aclmdlRIExecuteAsync counts one capture_replay and
+ *     nothing else (the replayed kernels and copies are not counted again).
+ *   - syncs counts aclrtSynchronizeStream, aclrtSynchronizeEvent and
+ *     aclrtSynchronizeDevice calls.
+ *   - live_* and peak_device_bytes are gauges of current state; msEmuResetCounters
+ *     resets the event counters and sets peak_device_bytes to live_device_bytes.
+ *
+ * Latency model (msEmuSetLatency), applied by sleeping, so every figure is a
+ * lower bound on the time that passes:
+ *   - each kernel waits launch_ns on its stream's worker before it computes
+ *     (a model replay waits launch_ns once, however many kernels it holds);
+ *   - each host<->device copy takes copy_fixed_ns + bytes * copy_ps_per_byte / 1000,
+ *     a device-to-device copy bytes * copy_ps_per_byte / 1000 (on the worker
+ *     for async copies, in the calling thread for aclrtMemcpy);
+ *   - each synchronize call waits sync_ns in the calling thread after the wait.
+ *   Defaults: launch 5 us, sync 20 us, 100 ps/byte (10 GB/s), 10 us per copy.
+ *
+ * Faults (msEmuInjectFault): one-shot. The first after_n matching events pass,
+ * the next one fails, then the fault is disarmed.
+ *   MS_EMU_FAULT_ALLOC        aclrtMalloc returns ACL_ERROR_RT_MEMORY_ALLOCATION (207001)
+ *   MS_EMU_FAULT_OP_WORKSPACE aclnnXxxGetWorkspaceSize returns ACLNN_ERR_INNER (561000)
+ *   MS_EMU_FAULT_OP_LAUNCH    aclnnXxx(...) returns ACLNN_ERR_RUNTIME_ERROR (361001);
+ *                             the executor is released
+ *   MS_EMU_FAULT_STREAM       a kernel fails while executing on its stream; later
+ *                             kernels and copies on that stream are skipped and the
+ *                             next aclrtSynchronizeStream returns
+ *                             ACL_ERROR_RT_AICORE_EXCEPTION (507015), which clears it
+ *   MS_EMU_FAULT_MEMCPY       a host<->device aclrtMemcpy/aclrtMemcpyAsync returns
+ *                             ACL_ERROR_RT_COPY_DATA (507052)
+ * For ALLOC, OP_WORKSPACE, OP_LAUNCH and MEMCPY the counted events are calls of
+ * those functions; for STREAM, kernels executed by any stream.
+ *
+ * Also emulated: device memory lives in an address range that the host cannot
+ * read (dereferencing a device pointer faults), is filled with 0xFF bytes (NaN
+ * as float) when allocated, and every copy and kernel checks that its device
+ * ranges lie inside live allocations. aclrtMemcpy and aclrtMemset run at once
+ * in the calling thread and are not ordered after work queued on any stream
+ * (the default stream included): synchronize first. aclrtFree does not wait
+ * for queued work either; the memory stays valid for work already enqueued.
+ * Each thread must call aclrtSetDevice
+ * before using the runtime, as with CANN (msEmuSetStrictContext(0) relaxes that).
+ * All functions here are thread-safe.
+ */
+#ifndef MS_ASCEND_EMULATOR_H_
+#define MS_ASCEND_EMULATOR_H_
+
+#include <dlfcn.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct msEmuCounters {
+  uint64_t launches;         /* aclnn kernels enqueued (not captured) */
+  uint64_t captured_tasks;   /* kernels/copies/memsets recorded into a capture */
+  uint64_t h2d_copies;
+  uint64_t d2h_copies;
+  uint64_t d2d_copies;
+  uint64_t h2h_copies;
+  uint64_t h2d_bytes;
+  uint64_t d2h_bytes;
+  uint64_t d2d_bytes;
+  uint64_t memsets;          /* aclrtMemset + aclrtMemsetAsync */
+  uint64_t syncs;            /* stream, event and device synchronizations */
+  uint64_t capture_replays;  /* aclmdlRIExecuteAsync calls */
+  /* gauges */
+  uint64_t live_device_bytes;
+  uint64_t peak_device_bytes;
+  uint64_t live_allocations;
+  uint64_t live_host_allocations; /* aclrtMallocHost blocks */
+  uint64_t live_streams;          /* created with aclrtCreateStream */
+  uint64_t live_events;
+  uint64_t live_tensors;
+  uint64_t live_scalars;
+  uint64_t live_int_arrays;
+  uint64_t live_executors;        /* created and neither launched nor destroyed */
+  uint64_t live_models;           /* captured, not yet aclmdlRIDestroy'ed */
+};
+
+struct msEmuLatency {
+  uint64_t launch_ns;
+  uint64_t sync_ns;
+  uint64_t copy_ps_per_byte;
+  uint64_t copy_fixed_ns;
+};
+
+typedef enum {
+  MS_EMU_FAULT_ALLOC = 1,
+  MS_EMU_FAULT_OP_WORKSPACE = 2,
+  MS_EMU_FAULT_OP_LAUNCH = 3,
+  MS_EMU_FAULT_STREAM = 4,
+  MS_EMU_FAULT_MEMCPY = 5
+} msEmuFaultKind;
+
+void msEmuResetCounters(void);
+void msEmuGetCounters(struct msEmuCounters* out);
+void msEmuSetLatency(uint64_t launch_ns, uint64_t sync_ns, uint64_t copy_ps_per_byte,
+                     uint64_t copy_fixed_ns);
+void msEmuGetLatency(struct msEmuLatency* out);
+/* Restores the default latency model. */
+void msEmuResetLatency(void);
+/* Returns 0, or -1 for an unknown kind. */
+int msEmuInjectFault(int kind, uint64_t after_n);
+void msEmuClearFaults(void);
+/* Device memory capacity (default: min(16 GiB, half the host memory)). */
+void msEmuSetDeviceMemoryLimit(uint64_t bytes);
+/* 1 (default): runtime calls need aclInit and aclrtSetDevice on the calling thread. */
+void msEmuSetStrictContext(int enabled);
+
+/* The control functions as a table, for tests that load the emulator with dlopen. */
+struct msEmuApi {
+  void (*ResetCounters)(void);
+  void (*GetCounters)(struct msEmuCounters*);
+  void (*SetLatency)(uint64_t, uint64_t, uint64_t, uint64_t);
+  void (*GetLatency)(struct msEmuLatency*);
+  void (*ResetLatency)(void);
+  int (*InjectFault)(int, uint64_t);
+  void (*ClearFaults)(void);
+  void (*SetDeviceMemoryLimit)(uint64_t);
+  void (*SetStrictContext)(int);
+};
+
+/* Opens the emulator at `path` (again: dlopen reference-counts) and fills `api`.
+ * Returns 0 on success, -1 if the library or a symbol is missing. */
+static inline int msEmuLoadApi(const char* path, struct msEmuApi* api) {
+  void* h = dlopen(path, RTLD_LAZY | RTLD_GLOBAL);
+  if (h == NULL) return -1;
+#define MS_EMU_LOAD_(field, sym)                            \
+  *(void**)(&api->field) = dlsym(h, sym);                   \
+  if (api->field == NULL) return -1;
+  MS_EMU_LOAD_(ResetCounters, "msEmuResetCounters")
+  MS_EMU_LOAD_(GetCounters, "msEmuGetCounters")
+  MS_EMU_LOAD_(SetLatency, "msEmuSetLatency")
+  MS_EMU_LOAD_(GetLatency, "msEmuGetLatency")
+  MS_EMU_LOAD_(ResetLatency, "msEmuResetLatency")
+  MS_EMU_LOAD_(InjectFault, "msEmuInjectFault")
+  MS_EMU_LOAD_(ClearFaults, "msEmuClearFaults")
+  MS_EMU_LOAD_(SetDeviceMemoryLimit, "msEmuSetDeviceMemoryLimit")
+  MS_EMU_LOAD_(SetStrictContext, "msEmuSetStrictContext")
+#undef MS_EMU_LOAD_
+  return 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MS_ASCEND_EMULATOR_H_ */
