@@ -50,6 +50,7 @@ struct TensorImpl {
 
   std::int64_t numel() const { return ms::numel(shape); }
   bool is_contiguous() const {
+    if (numel() == 0) return true;  // no element to misplace
     std::int64_t expect = 1;
     for (int i = shape.rank() - 1; i >= 0; --i) {
       if (shape[i] == 1) continue;
@@ -75,9 +76,13 @@ class AnyTensor {
 
   /// A new contiguous tensor with uninitialized contents on the host.
   static AnyTensor empty(const Shape& shape, DType dtype) {
-    auto impl = std::make_shared<TensorImpl>();
+    auto impl = std::allocate_shared<TensorImpl>(detail::CachedBlockAllocator<TensorImpl>{});
+    bool negative = false;
+    for (auto d : shape) negative |= d < 0;  // two negative dims would multiply to a positive count
+    MS_CHECK(!negative, ShapeError, "empty: negative dimension in shape {}", shape_str(shape));
     std::int64_t n = ms::numel(shape);
-    MS_CHECK(n >= 0, ShapeError, "empty: negative dimension in shape {}", shape_str(shape));
+    MS_CHECK(static_cast<std::uint64_t>(n) <= (std::uint64_t{1} << 62) / dtype_size(dtype), MemoryError,
+             "empty: a {} tensor of shape {} needs more than 2^62 bytes", dtype, shape_str(shape));
     impl->storage = Storage::host(static_cast<std::size_t>(n) * dtype_size(dtype));
     impl->shape = shape;
     impl->strides = contiguous_strides(shape);
@@ -87,7 +92,7 @@ class AnyTensor {
   /// A tensor over existing storage with the given layout (no copy).
   static AnyTensor view_of(std::shared_ptr<Storage> storage, const Shape& shape, const Shape& strides,
                            std::int64_t offset, DType dtype) {
-    auto impl = std::make_shared<TensorImpl>();
+    auto impl = std::allocate_shared<TensorImpl>(detail::CachedBlockAllocator<TensorImpl>{});
     impl->storage = std::move(storage);
     impl->shape = shape;
     impl->strides = strides;
@@ -143,8 +148,11 @@ class Tensor : public AnyTensor {
   Tensor() = default;
   /// Adopts an untyped handle; throws DTypeError when its dtype is not T.
   Tensor(const AnyTensor& t) : AnyTensor(t) {  // NOLINT: implicit by design, checked
-    MS_CHECK(!t.defined() || t.dtype() == dtype_v<T>, DTypeError,
-             "cannot view a {} tensor as Tensor<{}>", t.dtype(), dtype_name(dtype_v<T>));
+    check_dtype();
+  }
+  /// Adopts an untyped handle without touching its reference count (the result of an op).
+  Tensor(AnyTensor&& t) : AnyTensor(std::move(t)) {  // NOLINT: implicit by design, checked
+    check_dtype();
   }
   /// A 1-D tensor from values: Tensor<float>{1, 2, 3}.
   Tensor(std::initializer_list<T> values) : AnyTensor(empty(Shape{static_cast<std::int64_t>(values.size())}, dtype_v<T>)) {
@@ -223,6 +231,10 @@ class Tensor : public AnyTensor {
   Tensor<T>& requires_grad_(bool on = true) { set_requires_grad(on); return *this; }
 
  private:
+  void check_dtype() const {
+    MS_CHECK(!defined() || dtype() == dtype_v<T>, DTypeError, "cannot view a {} tensor as Tensor<{}>", dtype(),
+             dtype_name(dtype_v<T>));
+  }
   T& at_span(std::span<const std::int64_t> index) const {
     detail::on_host_read("element access");
     MS_CHECK(device().is_cpu(), DeviceError, "element access: tensor is on {}, copy it to the cpu first", device());
