@@ -57,4 +57,4 @@ inline void require_shape(const ms::AnyTensor& t, std::initializer_list<std::int
 #define MS_TEST_CONCAT(a, b) MS_TEST_CONCAT2(a, b)
 /// Declares that this test file checks the named ops against reference values.
 #define MS_TEST_COVERS(...) \
-  static const bool MS_TEST_CONCAT(ms_test_covers_, __LINE__) = ::ms_test::cover({__VA_ARGS__})
+  static const bool MS_TEST_CONCAT(ms_test_covers_, __COUNTER__) = ::ms_test::cover({__VA_ARGS__})

@@ -5,9 +5,12 @@
 // binds buffers, so Executable::run() only checks the inputs and calls kernels.
 // Replays are deterministic: the same inputs give bit-identical outputs.
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "../graph/passes.hpp"
+#include "../ops/views.hpp"
 #include "memory_plan.hpp"
 
 namespace ms::backend {
@@ -43,15 +46,20 @@ class Executable {
                shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
       MS_CHECK(inputs[i].device().is_cpu(), DeviceError, "run: input {} is on {}, this executable runs on cpu", i,
                inputs[i].device());
-      bind(gin[i], inputs[i]);
+      // View ops on an input were traced on a contiguous tensor (reshape needs one): give them one.
+      if (input_viewed_[i] && !inputs[i].is_contiguous()) [[unlikely]]
+        bind(gin[i], ops::detail::contiguous_raw(inputs[i]));
+      else
+        bind(gin[i], inputs[i]);
     }
     for (ValueId v : fresh_) bind(v, AnyTensor::empty(graph_.value(v).meta.shape, graph_.value(v).meta.dtype));
     ops::OpObserver* obs = ops::detail::observer;
     for (Step& s : steps_) {
       std::uint64_t token = 0;
-      if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs);
+      if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs, info(s));
       switch (s.kind) {
         case StepKind::kernel: s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs}); break;
+        case StepKind::elementwise: run_elementwise_step(s); break;
         case StepKind::fused: s.node->fused->run(s.in, s.out[0]); break;
         case StepKind::view:
           s.out[0] = s.node->op->view(s.in[0], s.node->attrs);
@@ -59,7 +67,7 @@ class Executable {
           break;
         case StepKind::static_view: break;
       }
-      if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out);
+      if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out, info(s));
     }
     std::vector<AnyTensor> outs;
     outs.reserve(graph_.outputs().size());
@@ -75,6 +83,7 @@ class Executable {
       }
       outs.push_back(t);
     }
+    release_run_bindings();
     return outs;
   }
   std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
@@ -87,14 +96,73 @@ class Executable {
   std::size_t num_steps() const { return steps_.size(); }
   /// Bytes of the arena holding every intermediate.
   std::size_t arena_bytes() const { return plan_.peak; }
+  /// Identifies this executable in profiles and dumps (graph_id).
+  int id() const { return id_; }
 
  private:
-  enum class StepKind { kernel, fused, view, static_view };
+  enum class StepKind { kernel, fused, view, static_view, elementwise };
+  /// An elementwise op whose operands are, by their metas, each full-size or one element:
+  /// the block kernel is resolved at compile time and called on the flat buffers, as
+  /// ops::run_elementwise's fast path would after checking the same things per call.
+  struct FlatElementwise {
+    ops::BlockFn fn = nullptr;
+    int nin = 0;
+    std::int64_t n = 0;
+    std::int64_t st[ops::kMaxArity] = {};  ///< 0: one element, 1: full size
+    std::int64_t esize[ops::kMaxArity] = {};
+    std::int64_t osize = 0;
+    bool check[ops::kMaxArity] = {};  ///< full-size operand whose layout can change per run (inputs, params, runtime views)
+    bool inline_scalar[ops::kMaxArity] = {};  ///< a one-element constant, copied into `scalar`
+    const char* ptr[ops::kMaxArity] = {};  ///< data of operands whose memory is fixed at compile time (else null)
+    char* optr = nullptr;                  ///< the output's data when it lives in the arena (else null)
+    double params[ops::kMaxElementwiseParams] = {};
+    alignas(16) unsigned char scalar[ops::kMaxArity][16] = {};
+  };
   struct Step {
     const graph::Node* node;
     StepKind kind;
     std::vector<AnyTensor> in, out;
+    std::string label;  ///< op name, or fused[...] with the members
+    FlatElementwise ew;  ///< for StepKind::elementwise
   };
+  /// Drops this run's references to the caller's inputs, to the fresh outputs and to views
+  /// of them (all rebound by the next run), so that the executable keeps no caller memory
+  /// alive between runs, and an output the caller has released goes back to the allocator
+  /// before the next run asks for one (which then gets the same, cache-warm block).
+  void release_run_bindings() {
+    const AnyTensor none;
+    for (ValueId v : graph_.inputs()) bind(v, none);
+    for (ValueId v : fresh_) bind(v, none);
+    for (ValueId v : runtime_views_) bind(v, none);
+  }
+  void run_elementwise_step(Step& s) {
+    const FlatElementwise& ew = s.ew;
+    const char* base[ops::kMaxArity];
+    for (int j = 0; j < ew.nin; ++j) {
+      if (ew.ptr[j]) {
+        base[j] = ew.ptr[j];
+      } else if (ew.inline_scalar[j]) {
+        base[j] = reinterpret_cast<const char*>(ew.scalar[j]);
+      } else {
+        const AnyTensor& t = s.in[static_cast<std::size_t>(j)];
+        if (ew.check[j] && !t.is_contiguous()) [[unlikely]] {
+          s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs});
+          return;
+        }
+        base[j] = static_cast<const char*>(t.raw_data());
+      }
+    }
+    char* obase = ew.optr ? ew.optr : static_cast<char*>(s.out[0].raw_data());
+    if (ew.n < kParallelGrain) {  // what parallel_for does below its grain, without the call
+      if (ew.n > 0) ew.fn(reinterpret_cast<const void* const*>(base), ew.st, obase, ew.n, ew.params);
+      return;
+    }
+    parallel_for(ew.n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      const void* p[ops::kMaxArity];
+      for (int j = 0; j < ew.nin; ++j) p[j] = base[j] + b * ew.st[j] * ew.esize[j];
+      ew.fn(p, ew.st, obase + b * ew.osize, e - b, ew.params);
+    });
+  }
   friend Executable compile(graph::Graph g, const CompileOptions& opt);
 
   /// Sets the tensor of value v and writes it into every step that reads or produces it.
@@ -107,11 +175,22 @@ class Executable {
 
   graph::Graph graph_;
   graph::PassReport report_;
+  ops::OpCallInfo info(const Step& s) const {
+    return ops::OpCallInfo{s.label, s.node->name, id_, 0, "cpu"};
+  }
+  static int next_id() {
+    static std::atomic<int> n{0};
+    return n++;
+  }
+
   std::vector<Step> steps_;
+  int id_ = next_id();
   std::vector<AnyTensor> current_;
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> readers_;
   std::vector<std::pair<int, int>> producer_slot_;
   std::vector<ValueId> fresh_;  ///< graph outputs produced by kernels: allocated per run
+  std::vector<bool> input_viewed_;  ///< per graph input: read directly by a view op
+  std::vector<ValueId> runtime_views_;  ///< outputs of views computed on every run
   std::shared_ptr<Storage> arena_;
   MemoryPlan plan_;
   std::vector<BufferReq> buffers_;
@@ -174,6 +253,12 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
           if (b < 0 || G.value(in).kind != ValueKind::node || nodes[static_cast<std::size_t>(G.value(in).producer)].op->is_view()) continue;
           const auto& im = G.value(in).meta;
           if (!(im.shape == meta.shape) || dtype_size(im.dtype) != dtype_size(meta.dtype)) continue;
+          // The node must not also read b through another value (a transposed, sliced or
+          // broadcast view): it would see elements it has already overwritten.
+          bool aliased = false;
+          for (ValueId o : n.inputs)
+            if (o != in && buffer_of[static_cast<std::size_t>(o)] == b) aliased = true;
+          if (aliased) continue;
           // Last reader: no later node reads this buffer (directly or via views) — checked after the scan below.
           bool later = false;
           for (std::size_t j = i + 1; j < nodes.size() && !later; ++j)
@@ -208,17 +293,25 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const graph::Node& n = nodes[i];
     Executable::Step s{&n, Executable::StepKind::kernel, std::vector<AnyTensor>(n.inputs.size()),
-                       std::vector<AnyTensor>(n.outputs.size())};
+                       std::vector<AnyTensor>(n.outputs.size()), graph::node_label(n), {}};
     if (n.fused) s.kind = Executable::StepKind::fused;
     else if (n.op->is_view())
-      s.kind = home[static_cast<std::size_t>(n.outputs[0])] == Home::runtime_view ? Executable::StepKind::view
-                                                                                  : Executable::StepKind::static_view;
+      s.kind = home[static_cast<std::size_t>(n.outputs[0])] == Home::runtime_view || graph::detail::has_side_effect(n)
+                   ? Executable::StepKind::view
+                   : Executable::StepKind::static_view;
     ex.steps_.push_back(std::move(s));
     for (std::size_t k = 0; k < n.inputs.size(); ++k)
       ex.readers_[static_cast<std::size_t>(n.inputs[k])].emplace_back(i, k);
     for (std::size_t k = 0; k < n.outputs.size(); ++k)
       ex.producer_slot_[static_cast<std::size_t>(n.outputs[k])] = {static_cast<int>(i), static_cast<int>(k)};
   }
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (ex.steps_[i].kind == Executable::StepKind::view)
+      for (ValueId v : nodes[i].outputs) ex.runtime_views_.push_back(v);
+  ex.input_viewed_.assign(G.inputs().size(), false);
+  for (std::size_t k = 0; k < G.inputs().size(); ++k)
+    for (auto [step, slot] : ex.readers_[static_cast<std::size_t>(G.inputs()[k])])
+      if (nodes[step].op->is_view()) ex.input_viewed_[k] = true;
   // Bind fixed values now, in schedule order so static views see their sources.
   for (std::size_t v = 0; v < nv; ++v)
     if (home[v] == Home::fixed && G.values()[v].kind != ValueKind::node) ex.bind(static_cast<ValueId>(v), G.values()[v].data);
@@ -240,6 +333,56 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
         ex.fresh_.push_back(n.outputs[k]);
       }
     }
+  }
+  // Elementwise kernels on flat operands: resolve the block kernel now (the replay hot path).
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    Executable::Step& s = ex.steps_[i];
+    if (s.kind != Executable::StepKind::kernel || n.op->kernel != &ops::elementwise_kernel ||
+        !ops::is_elementwise(n.op->category) || n.outputs.size() != 1 || n.inputs.empty() ||
+        n.inputs.size() > static_cast<std::size_t>(ops::kMaxArity))
+      continue;
+    const auto& ewi = n.op->elementwise;
+    const auto& om = G.value(n.outputs[0]).meta;
+    Executable::FlatElementwise ew;
+    ew.fn = ewi.block[static_cast<int>(G.value(n.inputs[static_cast<std::size_t>(ewi.dispatch_input)]).meta.dtype)];
+    ew.nin = static_cast<int>(n.inputs.size());
+    ew.n = numel(om.shape);
+    ew.osize = static_cast<std::int64_t>(dtype_size(om.dtype));
+    bool flat = ew.fn != nullptr;
+    for (int j = 0; j < ew.nin && flat; ++j) {
+      auto v = static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(j)]);
+      const graph::Value& val = G.values()[v];
+      ew.esize[j] = static_cast<std::int64_t>(dtype_size(val.meta.dtype));
+      if (numel(val.meta.shape) == 1) { ew.st[j] = 0; continue; }
+      if (!(val.meta.shape == om.shape)) { flat = false; break; }
+      ew.st[j] = 1;
+    }
+    for (int j = 0; j < ew.nin && flat; ++j) {
+      auto v = static_cast<std::size_t>(n.inputs[static_cast<std::size_t>(j)]);
+      const graph::Value& val = G.values()[v];
+      // Arena buffers, constants and static views are bound now and keep their memory and layout.
+      bool fixed = val.kind == ValueKind::constant ||
+                   (val.kind == ValueKind::node && (home[v] == Home::arena || home[v] == Home::fixed));
+      if (!fixed) {
+        ew.check[j] = ew.st[j] == 1;
+        continue;
+      }
+      const AnyTensor& t = ex.current_[v];
+      if (!t.defined() || (ew.st[j] == 1 && !t.is_contiguous())) { flat = false; break; }
+      if (val.kind == ValueKind::constant && ew.st[j] == 0 && ew.esize[j] <= 16) {
+        ew.inline_scalar[j] = true;  // immutable: its value travels with the step
+        std::memcpy(ew.scalar[j], t.raw_data(), static_cast<std::size_t>(ew.esize[j]));
+      } else {
+        ew.ptr[j] = static_cast<const char*>(t.raw_data());
+      }
+    }
+    if (!flat) continue;
+    if (home[static_cast<std::size_t>(n.outputs[0])] == Home::arena)
+      ew.optr = static_cast<char*>(ex.current_[static_cast<std::size_t>(n.outputs[0])].raw_data());
+    if (ewi.params) ewi.params(n.attrs, ew.params);
+    s.ew = ew;
+    s.kind = Executable::StepKind::elementwise;
   }
   return ex;
 }

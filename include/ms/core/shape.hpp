@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -39,10 +41,10 @@ class SmallVec {
     if (this != &o) { size_ = 0; assign(o.begin(), o.end()); }
     return *this;
   }
-  ~SmallVec() { if (heap_) delete[] heap_; }
+  ~SmallVec() { release(); }
 
-  T* data() { return heap_ ? heap_ : inline_.data(); }
-  const T* data() const { return heap_ ? heap_ : inline_.data(); }
+  T* data() { return heap_ ? heap_ : inline_.v; }
+  const T* data() const { return heap_ ? heap_ : inline_.v; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   T* begin() { return data(); }
@@ -55,19 +57,24 @@ class SmallVec {
   void clear() { size_ = 0; }
   void reserve(std::size_t n) {
     if (n <= capacity()) return;
-    T* p = new T[n];
-    std::copy(begin(), end(), p);
-    if (heap_) delete[] heap_;
+    T* p = static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignof(T)}));
+    std::uninitialized_copy(begin(), end(), p);
+    release();
     heap_ = p;
     cap_ = n;
   }
   void push_back(const T& v) {
-    if (size_ == capacity()) reserve(capacity() * 2);
-    data()[size_++] = v;
+    if (size_ == capacity()) {
+      T copy = v;  // v may live in this vector
+      reserve(capacity() * 2);
+      std::construct_at(data() + size_++, copy);
+      return;
+    }
+    std::construct_at(data() + size_++, v);
   }
   void resize(std::size_t n, T v = T{}) {
     reserve(n);
-    for (std::size_t i = size_; i < n; ++i) data()[i] = v;
+    for (std::size_t i = size_; i < n; ++i) std::construct_at(data() + i, v);
     size_ = n;
   }
   std::size_t capacity() const { return heap_ ? cap_ : N; }
@@ -76,9 +83,17 @@ class SmallVec {
   template <class It>
   void assign(It b, It e) {
     reserve(static_cast<std::size_t>(std::distance(b, e)));
-    for (; b != e; ++b) data()[size_++] = *b;
+    for (; b != e; ++b) std::construct_at(data() + size_++, *b);
   }
-  std::array<T, N> inline_{};
+  void release() {
+    if (heap_) ::operator delete(heap_, std::align_val_t{alignof(T)});
+  }
+  // Uninitialized inline slots: a small op's metadata vectors are built on every call, and
+  // zero-filling unused slots (a TensorMeta is 80 bytes) showed up in eager dispatch profiles.
+  union Inline {
+    Inline() {}
+    T v[N];
+  } inline_;
   T* heap_ = nullptr;
   std::size_t size_ = 0;
   std::size_t cap_ = 0;
@@ -127,7 +142,10 @@ class Shape {
   }
   std::vector<std::int64_t> vec() const { return {begin(), end()}; }
   friend bool operator==(const Shape& a, const Shape& b) {
-    return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+    if (a.rank_ != b.rank_) return false;
+    for (int i = 0; i < a.rank_; ++i)  // a plain loop: std::equal becomes a memcmp call
+      if (a.d_[i] != b.d_[i]) return false;
+    return true;
   }
 
  private:
@@ -194,6 +212,7 @@ inline int normalize_axis(std::int64_t axis, int rank, std::string_view op) {
   int r = std::max(rank, 0);
   MS_CHECK(axis >= -r && axis < r || (r == 0 && (axis == 0 || axis == -1)), IndexError,
            "{}: axis {} is out of range for a tensor of rank {}", op, axis, rank);
+  if (r == 0) return 0;  // a 0-d tensor's axis 0 or -1
   return static_cast<int>(axis < 0 ? axis + r : axis);
 }
 

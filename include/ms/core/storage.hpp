@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,7 +36,8 @@ struct Device {
       if (s[6] == ':' && s.size() > 7) {
         int idx = 0;
         for (char c : s.substr(7)) {
-          MS_CHECK(c >= '0' && c <= '9', ValueError, "bad device string '{}' (expected cpu or ascend:N)", s);
+          MS_CHECK(c >= '0' && c <= '9' && idx <= (std::numeric_limits<int>::max() - 9) / 10, ValueError,
+                   "bad device string '{}' (expected cpu or ascend:N)", s);
           idx = idx * 10 + (c - '0');
         }
         return ascend(idx);
@@ -64,7 +66,7 @@ struct Storage {
 
   /// A new host block of at least `nbytes`, 64-byte aligned, from the caching allocator.
   static std::shared_ptr<Storage> host(std::size_t nbytes) {
-    auto s = std::make_shared<Storage>();
+    auto s = std::allocate_shared<Storage>(detail::CachedBlockAllocator<Storage>{});
     auto& alloc = CachingHostAllocator::instance();
     s->data = alloc.allocate(nbytes);
     s->nbytes = nbytes;

@@ -6,9 +6,10 @@
 //  - reading a tensor's values on the host (item(), data(), element access) inside
 //    a capture throws GraphError, because a branch chosen from data could not be
 //    replayed faithfully;
-//  - tensors created outside and read inside: those marked with param() (and any
-//    tensor that requires grad) become parameters, read from their storage on every
-//    run; every other one becomes a constant, snapshotted (cloned) at capture time.
+//  - tensors created outside and read inside: those marked with param(), any tensor
+//    that requires grad, and any tensor the program writes into (copy_, in-place ops:
+//    optimizer state) become parameters, read from their storage on every run; every
+//    other one becomes a constant, snapshotted (cloned) at capture time.
 
 #include <cstring>
 #include <unordered_map>
@@ -67,6 +68,11 @@ class Capture final : public ops::Tracer {
     std::vector<ValueId> ins;
     ins.reserve(in.size());
     for (auto& t : in) ins.push_back(value_of(t));
+    // A tensor from outside that the program writes into (optimizer state) is mutable
+    // state, not a constant: bind it as a parameter so replays read and update it.
+    if (op.is_view() && op.category == ops::Category::movement && !in.empty() &&
+        graph_.value(ins[0]).kind == ValueKind::constant)
+      graph_.promote_to_param(ins[0], seen_.at(in[0].impl()).first);
     SmallVec<ops::TensorMeta, 2> metas;
     for (auto& t : out) metas.push_back({t.dtype(), t.shape()});
     auto outs = graph_.add_node_with_metas(op, std::move(ins), attrs, std::span<const ops::TensorMeta>(metas.data(), metas.size()));
@@ -79,6 +85,16 @@ class Capture final : public ops::Tracer {
   ValueId value_of(const AnyTensor& t) {
     auto it = seen_.find(t.impl());
     if (it != seen_.end()) return it->second.second;
+    // A new handle on a traced value's data (detach(), a typed copy of the handle) is that value.
+    for (auto& [impl, entry] : seen_) {
+      const AnyTensor& k = entry.first;
+      if (k.storage() == t.storage() && k.shape() == t.shape() && k.strides() == t.strides() &&
+          k.offset() == t.offset() && k.dtype() == t.dtype()) {
+        ValueId v = entry.second;
+        bind(t, v);
+        return v;
+      }
+    }
     ValueId v;
     if (t.impl()->autograd && t.impl()->autograd->requires_grad) {
       v = graph_.add_param(t);

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "../ops/elementwise.hpp"
 #include "graph.hpp"
@@ -69,8 +70,7 @@ struct FusedProgram {
 
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
       // Temps and gather buffers for this thread: kBlock elements of up to 8 bytes each.
-      std::vector<double> scratch(static_cast<std::size_t>((nt + ngather) * kBlock));
-      char* temps = reinterpret_cast<char*>(scratch.data());
+      char* temps = thread_scratch(static_cast<std::size_t>((nt + ngather) * kBlock));
       char* gbuf = temps + static_cast<std::size_t>(nt) * kBlock * 8;
       SmallVec<const void*, 8> ext(k, nullptr);
       SmallVec<std::int64_t, 8> ext_st(k, 1);
@@ -102,6 +102,15 @@ struct FusedProgram {
         }
       }
     }, kBlock);
+  }
+
+  /// A per-thread buffer of at least `doubles` 8-byte slots, kept between calls: a heap
+  /// allocation per call costs more than a small fused kernel, and a fresh block of a
+  /// large size is page-faulted in again on every call.
+  static char* thread_scratch(std::size_t doubles) {
+    thread_local std::vector<double> buf;
+    if (buf.size() < doubles) buf.resize(doubles);
+    return reinterpret_cast<char*>(buf.data());
   }
 
   /// Copies elements [start, start + len) of the broadcast view (shape os, strides st) to dst.

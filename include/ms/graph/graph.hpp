@@ -70,6 +70,16 @@ class Graph {
     params_.push_back(v);
     return v;
   }
+  /// Turns a constant into a parameter bound to `t` (a tensor the program writes into).
+  void promote_to_param(ValueId v, const AnyTensor& t) {
+    check_id(v);
+    Value& val = values_[v];
+    MS_CHECK(val.kind == ValueKind::constant, GraphError, "graph: value %{} is not a constant", v);
+    val.kind = ValueKind::param;
+    val.data = t;
+    val.name = fmt::format("param{}", params_.size());
+    params_.push_back(v);
+  }
   ValueId add_constant(const AnyTensor& t, std::string name = {}) {
     ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::constant,
                           name.empty() ? fmt::format("const{}", num_constants_++) : name);
@@ -308,3 +318,8 @@ inline void verify(const Graph& g) {
 }
 
 }  // namespace ms::graph
+
+// node_label() (used by str() and dot()) is defined with the fused program it reads; include
+// it here so that this header compiles and links on its own. fusion.hpp includes this file
+// first, so either include order works.
+#include "fusion.hpp"

@@ -5,6 +5,7 @@
 // signature traces again; compiled signatures are kept in a bounded LRU cache.
 // Tracing rules are those of graph::Capture (see capture.hpp).
 
+#include <array>
 #include <list>
 #include <tuple>
 #include <type_traits>
@@ -52,6 +53,15 @@ class Jit {
     using R = std::decay_t<std::invoke_result_t<F&, const Args&...>>;
     std::vector<std::int64_t> key;
     (append_signature(key, args), ...);
+    // Which arguments are the same tensor: a trace of f(x, x) binds both parameters to one
+    // graph input, so it may only serve calls that pass one tensor twice in the same places.
+    const std::array<const AnyTensor*, sizeof...(Args)> argv{static_cast<const AnyTensor*>(&args)...};
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+      std::int64_t first = -1;
+      for (std::size_t j = 0; j < i && first < 0; ++j)
+        if (argv[j]->impl() == argv[i]->impl()) first = static_cast<std::int64_t>(j);
+      key.push_back(first);
+    }
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
       if (it->key != key) continue;
       cache_.splice(cache_.begin(), cache_, it);  // most recently used first

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 
+#include "../ops/views.hpp"
 #include "fusion.hpp"
 
 namespace ms::graph {
@@ -160,6 +161,7 @@ inline int simplify(Graph& g) {
         n.inputs[0] = base;
         g.value(base).uses++;
         ++rewrites;
+        if (g.value(base).meta.shape == om.shape) forward(base);  // the chain returns to the original shape
       }
     } else if (op == "permute") {
       const ops::IntList& p = n.attrs.ints("perm");

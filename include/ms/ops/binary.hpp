@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "elementwise.hpp"
+#include "unary.hpp"  // neg and logical_not, behind unary - and !
 
 namespace ms::ops {
 

@@ -20,13 +20,25 @@ class Tracer {
                       std::span<const AnyTensor> out) = 0;
 };
 
-/// Observes op execution (profiler, data dump). begin() returns a token passed to end().
+/// Where an observed op call runs.
+struct OpCallInfo {
+  std::string_view label;      ///< display name: the op name, or "fused[mul+add]" for fused nodes
+  std::string_view node_name;  ///< the graph node's unique name in a replay ("mul_3"); empty in eager mode
+  int graph_id = -1;           ///< id of the executable replaying it; -1 in eager mode
+  int stream = 0;              ///< stream the op is launched on
+  std::string_view engine = "cpu";
+};
+
+/// Observes op execution (profiler, data dump), eager and in graph replays. begin() returns
+/// a token passed to end(). Observers chain: install with ObserverScope, which forwards
+/// to the observer that was active before.
 class OpObserver {
  public:
   virtual ~OpObserver() = default;
-  virtual std::uint64_t begin(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) = 0;
+  virtual std::uint64_t begin(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
+                              const OpCallInfo& info) = 0;
   virtual void end(std::uint64_t token, const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
-                   std::span<const AnyTensor> out) = 0;
+                   std::span<const AnyTensor> out, const OpCallInfo& info) = 0;
 };
 
 namespace detail {
@@ -90,7 +102,7 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
                    std::span<AnyTensor> out) {
   OpObserver* obs = detail::observer;
   std::uint64_t token = 0;
-  if (obs) [[unlikely]] token = obs->begin(op, in, attrs);
+  if (obs) [[unlikely]] token = obs->begin(op, in, attrs, OpCallInfo{op.name});
   Device dev = in.empty() ? Device::cpu() : in[0].device();
   if (op.view) {
     out[0] = op.view(in[0], attrs);
@@ -103,7 +115,7 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
     runner(op, in, attrs, out, metas);
   }
   std::span<const AnyTensor> cout(out.data(), out.size());
-  if (obs) [[unlikely]] obs->end(token, op, in, attrs, cout);
+  if (obs) [[unlikely]] obs->end(token, op, in, attrs, cout, OpCallInfo{op.name});
   if (detail::tracer) [[unlikely]] detail::tracer->record(op, in, attrs, cout);
   if (detail::grad_recorder && detail::grad_mode && op.grad && detail::any_requires_grad(in)) [[unlikely]]
     detail::grad_recorder(op, in, attrs, cout);
@@ -128,6 +140,20 @@ inline AnyTensor call1(const OpDef& op, std::span<const AnyTensor> in, const Att
 inline AnyTensor call1(const OpDef& op, std::initializer_list<AnyTensor> in, const Attrs& attrs = {}) {
   return call1(op, std::span<const AnyTensor>(in.begin(), in.size()), attrs);
 }
+
+/// Installs an observer on this thread for its lifetime; the previous one (if any) is
+/// returned by previous() so an observer can forward to it.
+class ObserverScope {
+ public:
+  explicit ObserverScope(OpObserver* o) : prev_(detail::observer) { detail::observer = o; }
+  ~ObserverScope() { detail::observer = prev_; }
+  ObserverScope(const ObserverScope&) = delete;
+  ObserverScope& operator=(const ObserverScope&) = delete;
+  OpObserver* previous() const { return prev_; }
+
+ private:
+  OpObserver* prev_;
+};
 
 /// Disables gradient recording on this thread for its lifetime (like torch.no_grad()).
 class NoGradGuard {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -51,23 +52,72 @@ MS_SIMD_UNARY(sqrt, static_cast<V>(std::sqrt(x)))
 MS_SIMD_UNARY(sin, static_cast<V>(std::sin(x)))
 MS_SIMD_UNARY(cos, static_cast<V>(std::cos(x)))
 MS_SIMD_UNARY(tanh, static_cast<V>(std::tanh(x)))
-MS_SIMD_UNARY(erf, static_cast<V>(std::erf(x)))
 MS_SIMD_UNARY(floor, static_cast<V>(std::floor(x)))
 MS_SIMD_UNARY(ceil, static_cast<V>(std::ceil(x)))
 MS_SIMD_UNARY(nearbyint, static_cast<V>(std::nearbyint(x)))  // half to even, like NumPy's round
 #undef MS_SIMD_UNARY
 
+namespace detail {
+/// Applies the scalar function f to every lane of a batch (for functions whose xsimd form is not accurate).
+template <class B, class F>
+inline B per_lane(const B& x, F f) {
+  alignas(64) scalar_t<B> a[B::size];
+  x.store_aligned(a);
+  for (auto& v : a) v = f(v);
+  return B::load_aligned(a);
+}
+}  // namespace detail
+
+/// erf. xsimd's double erf is up to ~70 ulp off (and NaN for |x| > ~1e154), so double
+/// batches use the C library per lane; xsimd's float erf is within 2 ulp.
+template <class V>
+inline V erf(const V& x) {
+  if constexpr (is_batch_v<V>) {
+    if constexpr (std::is_same_v<scalar_t<V>, double>) return detail::per_lane(x, [](double v) { return std::erf(v); });
+    else return xsimd::erf(x);
+  } else {
+    return static_cast<V>(std::erf(x));
+  }
+}
+
 template <class V>
 inline V abs(const V& x) {
   if constexpr (is_batch_v<V>) return xsimd::abs(x);
   else if constexpr (std::is_unsigned_v<V> || std::is_same_v<V, bool>) return x;
-  else if constexpr (std::is_integral_v<V>) return static_cast<V>(x < 0 ? V(0) - x : x);
+  else if constexpr (std::is_integral_v<V>)  // unsigned negation: abs(INT_MIN) wraps to INT_MIN like NumPy, no UB
+    return static_cast<V>(x < 0 ? static_cast<V>(std::make_unsigned_t<V>(0) - static_cast<std::make_unsigned_t<V>>(x)) : x);
   else return std::abs(x);
 }
 template <class V>
 inline V pow(const V& x, const V& y) {
-  if constexpr (is_batch_v<V>) return xsimd::pow(x, y);
-  else if constexpr (std::is_integral_v<V>) {
+  if constexpr (is_batch_v<V>) {
+    // xsimd::pow is exp(y * log(x)) in the working precision: hundreds of ulp off for large
+    // results, and wrong at IEEE special cases (pow(0, 0), pow(inf, 0), pow(0, -1), ...).
+    // float: for positive finite x and finite y the same formula in double is accurate to
+    // well below a float ulp; any other lane sends the batch to the C library, as does double.
+    using T = scalar_t<V>;
+    if constexpr (std::is_same_v<T, float>) {
+      const V inf(std::numeric_limits<float>::infinity());
+      if (xsimd::all((x > V(0.0f)) & (x < inf) & (xsimd::abs(y) < inf))) {
+        using D = xsimd::batch<double>;
+        constexpr std::size_t W = V::size, DW = D::size;
+        alignas(64) float xf[W], yf[W];
+        alignas(64) double xd[W], yd[W];
+        x.store_aligned(xf);
+        y.store_aligned(yf);
+        for (std::size_t i = 0; i < W; ++i) { xd[i] = xf[i]; yd[i] = yf[i]; }
+        for (std::size_t k = 0; k < W; k += DW)
+          xsimd::exp(D::load_aligned(yd + k) * xsimd::log(D::load_aligned(xd + k))).store_aligned(xd + k);
+        for (std::size_t i = 0; i < W; ++i) xf[i] = static_cast<float>(xd[i]);
+        return V::load_aligned(xf);
+      }
+    }
+    alignas(64) T a[V::size], b[V::size];
+    x.store_aligned(a);
+    y.store_aligned(b);
+    for (std::size_t i = 0; i < V::size; ++i) a[i] = std::pow(a[i], b[i]);
+    return V::load_aligned(a);
+  } else if constexpr (std::is_integral_v<V>) {
     if (y < 0) return static_cast<V>(x == 1 ? 1 : (x == V(0) - 1 ? ((y % 2) ? -1 : 1) : 0));
     using U = std::make_unsigned_t<V>;
     U r = 1, b = static_cast<U>(x);
@@ -233,11 +283,18 @@ inline void run_elementwise(BlockFn fn, std::span<const AnyTensor> in, const Any
   bool flat = true;
   std::int64_t fst[kMaxArity];
   for (int j = 0; j < k; ++j) {
-    if (in[j].numel() == 1) fst[j] = 0;
-    else if (in[j].shape() == oshape && in[j].is_contiguous()) fst[j] = 1;
+    const TensorImpl& t = *in[j].impl();
+    if (t.shape == oshape && t.is_contiguous()) fst[j] = 1;
+    else if (t.numel() == 1) fst[j] = 0;
     else { flat = false; break; }
   }
   if (flat) {
+    if (n < kParallelGrain) {  // small: no thread-count lookup on the eager hot path
+      const void* p[kMaxArity];
+      for (int j = 0; j < k; ++j) p[j] = base[j];
+      fn(p, fst, obase, n, params);
+      return;
+    }
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
       const void* p[kMaxArity];
       for (int j = 0; j < k; ++j) p[j] = base[j] + b * fst[j] * static_cast<std::int64_t>(esize[j]);
@@ -355,12 +412,13 @@ inline void check_same_dtype(const OpDef& op, const TensorMeta& a, const TensorM
 
 inline void infer_binary(const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
   check_same_dtype(op, in[0], in[1]);
-  out.push_back(TensorMeta{in[0].dtype, broadcast_all(op, in)});
+  if (in[0].shape == in[1].shape) out.push_back(in[0]);  // the common case, without broadcasting
+  else out.push_back(TensorMeta{in[0].dtype, broadcast_all(op, in)});
 }
 
 inline void infer_compare(const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
   check_same_dtype(op, in[0], in[1]);
-  out.push_back(TensorMeta{DType::b8, broadcast_all(op, in)});
+  out.push_back(TensorMeta{DType::b8, in[0].shape == in[1].shape ? in[0].shape : broadcast_all(op, in)});
 }
 
 inline void infer_where(const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {

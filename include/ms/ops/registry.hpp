@@ -242,6 +242,16 @@ class Registry {
     by_name_[ref.name] = &ref;
     return ref;
   }
+  /// Attaches a gradient rule (or the reason there is none) to a registered op; used by the
+  /// gradient table in autograd/rules.hpp, one row per op.
+  void set_grad(std::string_view name, GradFn grad, std::string nondiff_reason = {}) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_name_.find(std::string(name));
+    MS_CHECK(it != by_name_.end(), ValueError, "set_grad: no op named '{}' is registered", name);
+    auto* op = const_cast<OpDef*>(it->second);
+    op->grad = grad;
+    op->nondiff_reason = std::move(nondiff_reason);
+  }
   /// The op named `name`, or nullptr.
   const OpDef* find(std::string_view name) const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -28,6 +28,7 @@ MS_FORMULA1(Sqrt, simd::sqrt(x))
 MS_FORMULA1(Rsqrt, c<V>(1) / simd::sqrt(x))
 MS_FORMULA1(Square, simd::mul(x, x))
 MS_FORMULA1(Reciprocal, c<V>(1) / x)
+MS_FORMULA1(Erf, simd::erf(x))
 MS_FORMULA1(Sin, simd::sin(x))
 MS_FORMULA1(Cos, simd::cos(x))
 MS_FORMULA1(Tanh, simd::tanh(x))
@@ -38,7 +39,8 @@ MS_FORMULA1(GeluTanh, c<V>(0.5) * x *
                           (c<V>(1) + simd::tanh(c<V>(0.79788456080286535588) * (x + c<V>(0.044715) * x * x * x))))
 MS_FORMULA1(Silu, x / (c<V>(1) + simd::exp(-x)))
 MS_FORMULA1(Softplus, simd::log1p(simd::exp(-simd::abs(x))) + simd::max(c<V>(0), x))  // stable for large |x|
-MS_FORMULA1(Hardsigmoid, simd::min(c<V>(1), simd::max(c<V>(0), x * c<V>(1.0 / 6.0) + c<V>(0.5))))
+// (x + 3) / 6 rounds twice; x / 6 + 1/2 loses up to 3 ulp to cancellation near x = -3.
+MS_FORMULA1(Hardsigmoid, simd::min(c<V>(1), simd::max(c<V>(0), (x + c<V>(3)) / c<V>(6))))
 MS_FORMULA1(Floor, simd::floor(x))
 MS_FORMULA1(Ceil, simd::ceil(x))
 MS_FORMULA1(Round, simd::nearbyint(x))
@@ -60,12 +62,13 @@ struct Elu {
 };
 struct Clamp {
   double lo, hi;
-  explicit Clamp(const double* p) : lo(p[0]), hi(p[1]) {}
+  double ilo, ihi;  ///< for integer tensors: the integers inside [lo, hi] (2.5 clamps up to 3, not down to 2)
+  explicit Clamp(const double* p) : lo(p[0]), hi(p[1]), ilo(std::ceil(p[0])), ihi(std::floor(p[1])) {}
   template <class V>
   V operator()(V x) const {
     using S = simd::scalar_t<V>;
     if constexpr (std::is_integral_v<S>) {
-      S l = saturate<S>(lo), h = saturate<S>(hi);
+      S l = saturate<S>(ilo), h = saturate<S>(ihi);
       return x < l ? l : (x > h ? h : x);
     } else {
       return simd::min(c<V>(hi), simd::max(c<V>(lo), x));
@@ -84,8 +87,17 @@ struct PowScalar {
   explicit PowScalar(const double* p) : e(p[0]) {}
   template <class V>
   V operator()(V x) const {
+    // Common exponents take exact or twice-rounded forms instead of the general pow.
     if (e == 2) return simd::mul(x, x);
     if (e == 1) return x;
+    if (e == 0) return c<V>(1);  // even for NaN, like pow
+    if (e == 3) return simd::mul(simd::mul(x, x), x);
+    if constexpr (!std::is_integral_v<simd::scalar_t<V>>) {
+      if (e == -1) return c<V>(1) / x;
+      if (e == 0.5)  // pow(-0, 0.5) is +0 and pow(-inf, 0.5) is +inf, unlike sqrt
+        return simd::select(x == c<V>(-std::numeric_limits<double>::infinity()),
+                            c<V>(std::numeric_limits<double>::infinity()), simd::sqrt(x) + c<V>(0));
+    }
     return simd::pow(x, c<V>(e));
   }
 };
@@ -117,6 +129,7 @@ MS_UNARY(sqrt, Sqrt, kFloatTypes, 4, "square root")
 MS_UNARY(rsqrt, Rsqrt, kFloatTypes, 5, "1 / sqrt(x)")
 MS_UNARY(square, Square, kNumericTypes, 1, "x * x")
 MS_UNARY(reciprocal, Reciprocal, kFloatTypes, 1, "1 / x")
+MS_UNARY(erf, Erf, kFloatTypes, 15, "error function")
 MS_UNARY(sin, Sin, kFloatTypes, 15, "sine")
 MS_UNARY(cos, Cos, kFloatTypes, 15, "cosine")
 MS_UNARY(tanh, Tanh, kFloatTypes, 15, "hyperbolic tangent")

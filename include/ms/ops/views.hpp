@@ -4,6 +4,7 @@
 // concrete (copy for contiguous()/clone(), cast between dtypes).
 // View ops are registered like every op so graph capture records them.
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -218,12 +219,31 @@ inline const OpDef& copy_op = registry().add([] {
 }());
 
 namespace detail {
-/// Converts one value between element types: bool is x != 0; float -> int saturates (NaN -> 0).
+/// x rounded to float with round-to-odd (truncate, then set the lowest bit when inexact).
+/// Rounding that to a 16-bit float gives the correctly rounded result; two round-to-nearest
+/// steps (double -> float -> half) do not: 1 + 2^-11 + 2^-40 would become 1, not 1 + 2^-10.
+template <class I>
+inline float to_float_round_odd(I x) {
+  // long double holds every int64 exactly on x86 (elsewhere it may round once more).
+  using W = std::conditional_t<std::is_same_v<I, std::int64_t>, long double, double>;
+  W w = static_cast<W>(x);
+  if (w != w) return std::numeric_limits<float>::quiet_NaN();
+  float f = static_cast<float>(w);
+  if (static_cast<W>(f) == w) return f;
+  if (std::fabs(static_cast<W>(f)) > std::fabs(w)) f = std::nextafter(f, 0.0f);  // toward zero (inf -> max)
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
+}
+
+/// Converts one value between element types: bool is x != 0 (NaN is true); float -> int
+/// truncates and saturates (NaN -> 0); int -> int wraps; to float16/bfloat16 rounds once.
 template <class O, class I>
 inline O convert(I x) {
   if constexpr (std::is_same_v<O, I>) return x;
-  else if constexpr (std::is_same_v<O, bool>) return static_cast<float>(x) != 0.0f || (std::is_integral_v<I> && x != I(0));
-  else if constexpr (std::is_integral_v<O>) {
+  else if constexpr (std::is_same_v<O, bool>) {
+    // Compare in the source type: a double 1e-50 is nonzero though it is 0 as a float.
+    if constexpr (std::is_same_v<I, half> || std::is_same_v<I, bfloat16>) return static_cast<float>(x) != 0.0f;
+    else return x != I(0);
+  } else if constexpr (std::is_integral_v<O>) {
     if constexpr (std::is_integral_v<I>) return static_cast<O>(x);
     else {
       double v = static_cast<double>(static_cast<float>(x) == static_cast<float>(x) ? static_cast<double>(x) : 0.0);
@@ -237,6 +257,9 @@ inline O convert(I x) {
     else return static_cast<double>(x);
   } else if constexpr (std::is_same_v<I, half> || std::is_same_v<I, bfloat16> || std::is_same_v<I, bool>) {
     return static_cast<O>(static_cast<float>(x));
+  } else if constexpr ((std::is_same_v<O, half> || std::is_same_v<O, bfloat16>) &&
+                       (std::is_same_v<I, double> || std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>)) {
+    return static_cast<O>(to_float_round_odd(x));
   } else {
     return static_cast<O>(x);
   }

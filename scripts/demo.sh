@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Trains a small classifier on Fashion-MNIST with ms: the training step is
+# captured once as a graph and then replayed. Extra arguments go to the program.
+#
+#   bash scripts/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+# Debian's dataset-fashion-mnist installs the four IDX .gz files here.
+data_dir=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data_dir/train-images-idx3-ubyte.gz" ]; then
+  found=$(dpkg -L dataset-fashion-mnist 2>/dev/null | grep 'train-images-idx3-ubyte' | head -n1 || true)
+  [ -n "$found" ] && data_dir=$(dirname "$found")
+fi
+export MS_FASHION_MNIST_DIR="$data_dir"
+
+if [ -f examples/fashion_mnist.cpp ]; then
+  target=fashion_mnist
+  args=("$data_dir" "$@")
+elif [ -f examples/ms_demo.cpp ]; then
+  target=ms_demo
+  args=("$@")
+else
+  echo "demo.sh: neither examples/fashion_mnist.cpp nor examples/ms_demo.cpp exists yet" >&2
+  exit 1
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_EXAMPLES=ON
+cmake --build build -j "${JOBS:-$(nproc)}" --target "$target"
+echo "demo.sh: running $target (data: $data_dir)"
+exec "build/bin/$target" "${args[@]}"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds ms and runs its whole test suite with ctest.
+#
+#   bash scripts/test.sh               # build/: tests, examples, tools
+#   bash scripts/test.sh --sanitize    # build-asan/: tests under ASan + UBSan
+#
+# Extra arguments after the options go to ctest (e.g. -R ops -V).
+# Environment: JOBS (default: nproc) limits the parallel build and test jobs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=0
+ctest_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize) sanitize=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) ctest_args+=("$arg") ;;
+  esac
+done
+
+bash scripts/setup.sh
+
+jobs=${JOBS:-$(nproc)}
+if [ "$sanitize" -eq 1 ]; then
+  dir=build-asan
+  # -O1 -g1: line tables for the sanitizer reports, cheap to compile; no
+  # -DNDEBUG, so internal asserts are checked in this run too.
+  # shellcheck disable=SC2054  # the comma belongs to the sanitizer list
+  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+              -DMS_SANITIZE=address,undefined
+              -DMS_BUILD_TESTS=ON -DMS_BUILD_EXAMPLES=OFF
+              -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF)
+  ctest_args=(-LE packaging "${ctest_args[@]}")
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+else
+  dir=build
+  # Benchmarks are built and run by benchmarks/run.sh, not by the test run.
+  cmake_args=(-DCMAKE_BUILD_TYPE=Release -DMS_BUILD_TESTS=ON -DMS_BUILD_BENCHMARKS=OFF)
+fi
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+t=$(now)
+cmake -S . -B "$dir" "${cmake_args[@]}"
+echo "test.sh: configure took $(elapsed "$t") s"
+
+t=$(now)
+cmake --build "$dir" -j "$jobs"
+echo "test.sh: build took $(elapsed "$t") s"
+
+t=$(now)
+rc=0
+ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${ctest_args[@]}" || rc=$?
+echo "test.sh: ctest took $(elapsed "$t") s"
+exit "$rc"

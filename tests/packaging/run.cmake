@@ -1,0 +1,83 @@
+# Usage: cmake -DMODE=add_subdirectory|find_package -DMS_SOURCE_DIR=<ms>
+#              -DCONSUMER_DIR=<consumer> -DWORK_DIR=<scratch>
+#              [-DGENERATOR=...] [-DCXX_COMPILER=...] [-DC_COMPILER=...]
+#              -P run.cmake
+#
+# add_subdirectory: configure, build and run the consumer with ms added as a
+#                   subdirectory of it.
+# find_package:     configure ms alone (tests, examples, tools, benchmarks off),
+#                   install it into WORK_DIR/prefix, then configure, build and
+#                   run the consumer with find_package(ms) against that prefix.
+cmake_minimum_required(VERSION 3.20)
+
+foreach(var MODE MS_SOURCE_DIR CONSUMER_DIR WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "run.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+set(common_args)
+if(GENERATOR)
+  list(APPEND common_args -G "${GENERATOR}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND common_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
+if(C_COMPILER)
+  list(APPEND common_args -DCMAKE_C_COMPILER=${C_COMPILER})
+endif()
+
+# run(<what> <command...>): run a command, echo it, stop on failure.
+function(run what)
+  string(REPLACE ";" " " pretty "${ARGN}")
+  message(STATUS "[packaging.${MODE}] ${what}: ${pretty}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "[packaging.${MODE}] ${what} failed (${rc})")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+# The consumer is built at -O0: only whether it compiles, links and gives the
+# right answer matters here.
+set(consumer_args ${common_args}
+    -DCMAKE_BUILD_TYPE=
+    -DCMAKE_CXX_FLAGS=-O0)
+
+if(MODE STREQUAL "add_subdirectory")
+  run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer
+      ${consumer_args} -DMS_SOURCE_DIR=${MS_SOURCE_DIR})
+elseif(MODE STREQUAL "find_package")
+  set(prefix ${WORK_DIR}/prefix)
+  run("configure ms" ${CMAKE_COMMAND} -S ${MS_SOURCE_DIR} -B ${WORK_DIR}/ms
+      ${common_args}
+      -DCMAKE_INSTALL_PREFIX=${prefix}
+      -DMS_BUILD_TESTS=OFF -DMS_BUILD_EXAMPLES=OFF
+      -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF)
+  run("install ms" ${CMAKE_COMMAND} --install ${WORK_DIR}/ms)
+  if(NOT EXISTS ${prefix}/include/ms/ms.hpp)
+    message(FATAL_ERROR "[packaging.${MODE}] install did not put include/ms/ms.hpp under ${prefix}")
+  endif()
+  run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer
+      ${consumer_args} -DCMAKE_PREFIX_PATH=${prefix})
+  # Make sure the package came from the prefix, not from somewhere else.
+  file(STRINGS ${WORK_DIR}/consumer/CMakeCache.txt ms_dir_line REGEX "^ms_DIR:")
+  string(FIND "${ms_dir_line}" "${prefix}/" at)
+  if(NOT at GREATER -1)
+    message(FATAL_ERROR "[packaging.${MODE}] ms was not found in ${prefix}: ${ms_dir_line}")
+  endif()
+else()
+  message(FATAL_ERROR "run.cmake: unknown MODE '${MODE}'")
+endif()
+
+run("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
+if(EXISTS ${WORK_DIR}/consumer/ms_consumer)
+  set(exe ${WORK_DIR}/consumer/ms_consumer)
+else()
+  file(GLOB_RECURSE exe ${WORK_DIR}/consumer/ms_consumer ${WORK_DIR}/consumer/ms_consumer.exe)
+  list(GET exe 0 exe)
+endif()
+run("run consumer" ${exe})
+message(STATUS "[packaging.${MODE}] OK")
