@@ -1,0 +1,704 @@
+#pragma once
+// Reductions over axes: sum, prod, mean, max, min, var, std, argmax, argmin.
+// Belongs here: their op definitions, shape/dtype inference and CPU kernels
+// (pairwise SIMD sums along rows, blocked pairwise accumulation of rows for
+// leading-axis reductions, a permuting copy for any other layout). Kernels never
+// dispatch ops: they also run inside the graph executor.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../core/parallel.hpp"
+#include "views.hpp"
+
+namespace ms::ops {
+
+/// Sum over `axes` (all axes when empty; negative axes count from the end). Integer sums stay
+/// in their dtype and wrap around; float sums are pairwise. An empty reduction gives 0.
+inline AnyTensor sum(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+/// Product over `axes` (1 for an empty reduction).
+inline AnyTensor prod(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+/// Arithmetic mean over `axes` (float dtypes; NaN for an empty reduction).
+inline AnyTensor mean(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+/// Largest element over `axes`; NaN propagates (NumPy). A zero-size reduction is a ValueError.
+inline AnyTensor max(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+/// Smallest element over `axes`; NaN propagates (NumPy). A zero-size reduction is a ValueError.
+inline AnyTensor min(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+/// Variance over `axes` with N - correction in the denominator (1: unbiased, like PyTorch).
+inline AnyTensor var(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
+                     std::int64_t correction = 1);
+/// Standard deviation: sqrt(var(x, axes, keepdim, correction)).
+inline AnyTensor std(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
+                     std::int64_t correction = 1);
+/// Index (int64) of the largest element along `axis`, or in the flattened tensor when no axis
+/// is given. Ties give the first occurrence; NaN counts as the largest (NumPy).
+inline AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);
+/// Index (int64) of the smallest element; ties give the first occurrence, NaN counts as smallest.
+inline AnyTensor argmin(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);
+
+}  // namespace ms::ops
+
+namespace ms {
+/// Sum over `axes` (all when empty), e.g. ms::sum(x, {0}) sums a (B, N) matrix over the batch.
+template <Element T>
+Tensor<T> sum(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false) { return ops::sum(x, axes, keepdim); }
+/// Product over `axes` (all when empty).
+template <Element T>
+Tensor<T> prod(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false) { return ops::prod(x, axes, keepdim); }
+/// Mean over `axes` (all when empty); float tensors only.
+template <Element T>
+Tensor<T> mean(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false) { return ops::mean(x, axes, keepdim); }
+/// Maximum over `axes` (all when empty); NaN propagates.
+template <Element T>
+Tensor<T> max(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false) { return ops::max(x, axes, keepdim); }
+/// Minimum over `axes` (all when empty); NaN propagates.
+template <Element T>
+Tensor<T> min(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false) { return ops::min(x, axes, keepdim); }
+/// Variance over `axes` with N - correction in the denominator.
+template <Element T>
+Tensor<T> var(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false, std::int64_t correction = 1) {
+  return ops::var(x, axes, keepdim, correction);
+}
+/// Standard deviation over `axes` with N - correction in the denominator.
+template <Element T>
+Tensor<T> std(const Tensor<T>& x, const ops::IntList& axes = {}, bool keepdim = false, std::int64_t correction = 1) {
+  return ops::std(x, axes, keepdim, correction);
+}
+/// Index of the largest element along `axis` (flattened when omitted).
+template <Element T>
+Tensor<std::int64_t> argmax(const Tensor<T>& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false) {
+  return ops::argmax(x, axis, keepdim);
+}
+/// Index of the smallest element along `axis` (flattened when omitted).
+template <Element T>
+Tensor<std::int64_t> argmin(const Tensor<T>& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false) {
+  return ops::argmin(x, axis, keepdim);
+}
+}  // namespace ms
+
+// =============================================================================================
+// Implementation
+// =============================================================================================
+
+namespace ms::ops {
+namespace detail {
+
+enum class Red : std::uint8_t { sum, prod, mean, max, min, var, std, argmax, argmin };
+
+/// Bitmask of the reduced axes. Empty `axes` means all; a 0-d tensor accepts axis 0 or -1 and
+/// reduces nothing. Throws IndexError (out of range) or ValueError (an axis given twice).
+inline std::uint32_t reduce_mask(std::string_view op, const IntList& axes, int rank) {
+  if (axes.empty()) return rank == 0 ? 0u : (1u << rank) - 1u;
+  std::uint32_t seen = 0;
+  for (auto a : axes) {
+    int k = normalize_axis(a, rank, op);
+    if (rank == 0) k = 0;
+    MS_CHECK(!((seen >> k) & 1u), ValueError, "{}: axis {} appears more than once in axes {}", op, k, ints_str(axes));
+    seen |= 1u << k;
+  }
+  return rank == 0 ? 0u : seen;
+}
+
+inline Shape reduced_shape(const Shape& s, std::uint32_t mask, bool keepdim) {
+  Shape o;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (!((mask >> i) & 1u)) o.push_back(s[i]);
+    else if (keepdim) o.push_back(1);
+  }
+  return o;
+}
+
+/// max/min/argmax/argmin have no identity: reducing a zero-size axis into a non-empty output fails.
+inline void check_has_elements(std::string_view op, const Shape& s, std::uint32_t mask, const Shape& out) {
+  std::int64_t n = 1;
+  IntList axes;
+  for (int i = 0; i < s.rank(); ++i)
+    if ((mask >> i) & 1u) {
+      n *= s[i];
+      axes.push_back(i);
+    }
+  MS_CHECK(n > 0 || numel(out) == 0, ValueError, "{}: reduction over a zero-size axis has no identity (shape {}, axes {})",
+           op, shape_str(s), ints_str(axes));
+}
+
+inline const IntList& axes_attr(const Attrs& a) {
+  static const IntList kAll;
+  return a.has("axes") ? a.ints("axes") : kAll;
+}
+
+template <bool NoIdentity>
+void infer_reduce(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+  const Shape& s = in[0].shape;
+  std::uint32_t mask = reduce_mask(op.name, axes_attr(a), s.rank());
+  Shape o = reduced_shape(s, mask, a.b("keepdim"));
+  if constexpr (NoIdentity) check_has_elements(op.name, s, mask, o);
+  out.push_back({in[0].dtype, o});
+}
+
+/// argmax/argmin: attr "axis" (absent: the flattened tensor), "keepdim".
+inline std::uint32_t arg_mask(std::string_view op, const Attrs& a, int rank) {
+  if (!a.has("axis")) return rank == 0 ? 0u : (1u << rank) - 1u;
+  int k = normalize_axis(a.i("axis"), rank, op);
+  return rank == 0 ? 0u : 1u << k;
+}
+
+inline void infer_arg(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+  const Shape& s = in[0].shape;
+  std::uint32_t mask = arg_mask(op.name, a, s.rank());
+  bool keep = a.b("keepdim");
+  Shape o = a.has("axis") ? reduced_shape(s, mask, keep) : (keep ? Shape::filled(s.rank(), 1) : Shape{});
+  check_has_elements(op.name, s, mask, o);
+  out.push_back({DType::i64, o});
+}
+
+template <int FlopsPerElement>
+Cost reduce_cost(const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  double n = static_cast<double>(numel(in[0].shape));
+  return {n * FlopsPerElement, n * static_cast<double>(dtype_size(in[0].dtype)) +
+                                   static_cast<double>(numel(out[0].shape) * dtype_size(out[0].dtype))};
+}
+
+// ---- the three-loop plan ----------------------------------------------------------------------
+
+/// Every supported layout is reduced as out[a*oa + c*oc] = reduce_r x[a*sa + r*sr + c*sc]:
+/// rows (C == 1, sr == 1: each output reduces a contiguous run) or columns (C > 1, sc == 1:
+/// whole rows are accumulated, e.g. a sum over the batch axis of a (B, N) matrix).
+struct Loop3 {
+  std::int64_t A = 1, R = 1, C = 1;
+  std::int64_t sa = 0, sr = 1, sc = 1;
+  std::int64_t oa = 0, oc = 1;
+};
+
+/// Maps (shape, strides, reduced mask) onto a Loop3 with a contiguous output; false when the
+/// layout does not fit (the caller then copies the input). Dims are visited in memory order
+/// (largest stride first, broadcast dims outermost) and merged where both sides allow, so a
+/// transposed or sliced input usually needs no copy.
+inline bool plan_loop3(const Shape& shape, const Shape& strides, std::uint32_t mask, Loop3& p) {
+  struct Dim {
+    std::int64_t n, si, so;
+    bool red;
+  };
+  const int rank = shape.rank();
+  std::int64_t ostr[kMaxDims] = {};
+  for (std::int64_t i = rank - 1, acc = 1; i >= 0; --i)
+    if (!((mask >> i) & 1u)) {
+      ostr[i] = acc;
+      acc *= shape[i];
+    }
+  Dim d[kMaxDims];
+  int nd = 0;
+  for (int i = 0; i < rank; ++i)
+    if (shape[i] != 1) d[nd++] = {shape[i], strides[i], ostr[i], static_cast<bool>((mask >> i) & 1u)};
+  auto key = [](std::int64_t s) { return s == 0 ? std::numeric_limits<std::int64_t>::max() : (s < 0 ? -s : s); };
+  std::stable_sort(d, d + nd, [&](const Dim& x, const Dim& y) { return key(x.si) > key(y.si); });
+  Dim g[kMaxDims];
+  int ng = 0;
+  for (int i = 0; i < nd; ++i) {
+    if (ng > 0) {
+      Dim& b = g[ng - 1];
+      if (b.red == d[i].red && b.si == d[i].si * d[i].n && (b.red || b.so == d[i].so * d[i].n)) {
+        b.n *= d[i].n;
+        b.si = d[i].si;
+        b.so = d[i].so;
+        continue;
+      }
+    }
+    g[ng++] = d[i];
+  }
+  p = Loop3{};
+  if (ng == 0) return true;
+  const Dim& last = g[ng - 1];
+  if (ng == 1 && last.red) {
+    p.R = last.n;
+    return last.si == 1;
+  }
+  if (ng == 1) {  // nothing reduced (only size-1 axes): a copy through the same kernels
+    if (last.si == 1) {
+      p.C = last.n;
+      p.oc = last.so;
+    } else {
+      p.A = last.n;
+      p.sa = last.si;
+      p.oa = last.so;
+    }
+    return true;
+  }
+  if (ng == 2 && !g[0].red && last.red && last.si == 1) {
+    p.A = g[0].n, p.sa = g[0].si, p.oa = g[0].so, p.R = last.n;
+    return true;
+  }
+  if (ng == 2 && g[0].red && !last.red && last.si == 1) {
+    p.R = g[0].n, p.sr = g[0].si, p.C = last.n, p.oc = last.so;
+    return true;
+  }
+  if (ng == 3 && !g[0].red && g[1].red && !g[2].red && last.si == 1) {
+    p.A = g[0].n, p.sa = g[0].si, p.oa = g[0].so;
+    p.R = g[1].n, p.sr = g[1].si;
+    p.C = g[2].n, p.oc = g[2].so;
+    return true;
+  }
+  return false;
+}
+
+/// A contiguous copy of x with the kept axes first and the reduced axes last (the fallback for
+/// layouts plan_loop3 rejects); `mask` is rewritten to select the trailing axes.
+inline AnyTensor reduced_last_copy(const AnyTensor& x, std::uint32_t& mask) {
+  Shape s, st;
+  int nk = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < x.dim(); ++i)
+      if (static_cast<bool>((mask >> i) & 1u) == (pass == 1)) {
+        s.push_back(x.shape()[i]);
+        st.push_back(x.strides()[i]);
+        nk += pass == 0;
+      }
+  mask = x.dim() == 0 ? 0u : ((1u << x.dim()) - 1u) & ~((1u << nk) - 1u);
+  AnyTensor c = AnyTensor::empty(s, x.dtype());
+  const AnyTensor v[1] = {AnyTensor::view_of(x.storage(), s, st, x.offset(), x.dtype())};
+  run_elementwise(copy_op.elementwise.block[static_cast<int>(x.dtype())], v, c, nullptr);
+  return c;
+}
+
+// ---- combine policies (one formula for scalars and xsimd batches) ------------------------------
+
+template <class T>
+struct SumP {
+  static constexpr bool centered = false;
+  static T identity() { return T(0); }
+  template <class V>
+  static V combine(V a, V b) { return simd::add(a, b); }
+  template <class V>
+  static V map(V x, V) { return x; }
+};
+template <class T>
+struct ProdP : SumP<T> {
+  static T identity() { return T(1); }
+  template <class V>
+  static V combine(V a, V b) { return simd::mul(a, b); }
+};
+template <class T>
+struct MaxP : SumP<T> {
+  static T identity() {
+    if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  // simd::max(a, b) returns b when either is NaN, the select keeps a NaN already in a.
+  template <class V>
+  static V combine(V a, V b) { return simd::select(simd::isnan(a), a, simd::max(a, b)); }
+};
+template <class T>
+struct MinP : SumP<T> {
+  static T identity() {
+    if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  template <class V>
+  static V combine(V a, V b) { return simd::select(simd::isnan(a), a, simd::min(a, b)); }
+};
+/// Squared deviation from a per-output center (the second pass of var/std).
+template <class T>
+struct SqDevP : SumP<T> {
+  static constexpr bool centered = true;
+  template <class V>
+  static V map(V x, V c) {
+    V d = x - c;
+    return d * d;
+  }
+};
+/// P without its map: combines partial results.
+template <class P>
+struct Plain : P {
+  static constexpr bool centered = false;
+  template <class V>
+  static V map(V x, V) { return x; }
+};
+template <class P>
+struct PlainOf { using type = Plain<P>; };
+template <class P>
+struct PlainOf<Plain<P>> { using type = Plain<P>; };
+
+/// Elements per parallel task along a row; fixed (not derived from the thread count) so the
+/// result is the same for any number of threads.
+inline constexpr std::int64_t kReduceChunk = 1 << 15;
+/// Below this many elements a run is reduced with four SIMD accumulators, above it pairwise.
+inline constexpr std::int64_t kPairwiseBase = 512;
+
+template <class P, class T>
+T reduce_block(const T* p, std::int64_t n, T c) {
+  std::int64_t i = 0;
+  T r;
+  if constexpr (simd_type_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t W = B::size;
+    const B cb(c);
+    B a0(P::identity()), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      a0 = P::combine(a0, P::map(B::load_unaligned(p + i), cb));
+      a1 = P::combine(a1, P::map(B::load_unaligned(p + i + W), cb));
+      a2 = P::combine(a2, P::map(B::load_unaligned(p + i + 2 * W), cb));
+      a3 = P::combine(a3, P::map(B::load_unaligned(p + i + 3 * W), cb));
+    }
+    for (; i + W <= n; i += W) a0 = P::combine(a0, P::map(B::load_unaligned(p + i), cb));
+    a0 = P::combine(P::combine(a0, a1), P::combine(a2, a3));
+    alignas(64) T lanes[W];
+    a0.store_aligned(lanes);
+    r = lanes[0];
+    for (std::int64_t k = 1; k < W; ++k) r = P::combine(r, lanes[k]);
+  } else {
+    T a0 = P::identity(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 4 <= n; i += 4) {
+      a0 = P::combine(a0, P::map(p[i], c));
+      a1 = P::combine(a1, P::map(p[i + 1], c));
+      a2 = P::combine(a2, P::map(p[i + 2], c));
+      a3 = P::combine(a3, P::map(p[i + 3], c));
+    }
+    r = P::combine(P::combine(a0, a1), P::combine(a2, a3));
+  }
+  for (; i < n; ++i) r = P::combine(r, P::map(p[i], c));
+  return r;
+}
+
+/// Pairwise reduction of a contiguous run: error grows with log(n), not n.
+template <class P, class T>
+T reduce_pairwise(const T* p, std::int64_t n, T c) {
+  if (n <= kPairwiseBase) return reduce_block<P>(p, n, c);
+  std::int64_t h = (n / 2) & ~std::int64_t{63};  // split on whole SIMD blocks
+  return P::combine(reduce_pairwise<P>(p, h, c), reduce_pairwise<P>(p + h, n - h, c));
+}
+
+/// Rows: out[a*oa] = reduce of the contiguous run x[a*sa .. a*sa + R).
+template <class P, class T>
+void reduce_rows(const T* x, const Loop3& p, T* out, std::type_identity_t<const T*> center) {
+  const std::int64_t A = p.A, R = p.R;
+  auto ctr = [&](std::int64_t a) {
+    if constexpr (P::centered) return center[a * p.oa];
+    else return T(0);
+  };
+  if (R <= kReduceChunk) {
+    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(R, 1));
+    parallel_for(A, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t a = b; a < e; ++a) out[a * p.oa] = reduce_pairwise<P>(x + a * p.sa, R, ctr(a));
+    }, 1);
+    return;
+  }
+  // Long rows: fixed-size chunks reduced in parallel, then their partials pairwise.
+  const std::int64_t nc = (R + kReduceChunk - 1) / kReduceChunk;
+  std::vector<T> part(static_cast<std::size_t>(A * nc));
+  parallel_for(A * nc, 2, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      std::int64_t a = t / nc, s = (t % nc) * kReduceChunk;
+      part[t] = reduce_pairwise<P>(x + a * p.sa + s, std::min(kReduceChunk, R - s), ctr(a));
+    }
+  }, 1);
+  using Q = typename PlainOf<P>::type;
+  for (std::int64_t a = 0; a < A; ++a) out[a * p.oa] = reduce_pairwise<Q>(part.data() + a * nc, nc, T(0));
+}
+
+/// dst[0..w) = map(x) (First) or combine(dst, map(x)), vectorized across columns.
+template <class P, bool First, class T>
+inline void col_step(T* dst, const T* x, const T* ctr, std::int64_t w) {
+  std::int64_t c = 0;
+  if constexpr (simd_type_v<T>) {
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t W = B::size;
+    for (; c + W <= w; c += W) {
+      B v = B::load_unaligned(x + c);
+      if constexpr (P::centered) v = P::map(v, B::load_unaligned(ctr + c));
+      if constexpr (First) v.store_unaligned(dst + c);
+      else P::combine(B::load_unaligned(dst + c), v).store_unaligned(dst + c);
+    }
+  }
+  for (; c < w; ++c) {
+    T v = x[c];
+    if constexpr (P::centered) v = P::map(v, ctr[c]);
+    dst[c] = First ? v : P::combine(dst[c], v);
+  }
+}
+
+/// Rows accumulated this many at a time before pairwise combining.
+inline constexpr std::int64_t kColumnBase = 16;
+
+/// Pairwise column reduction of `rows` rows of width w (row stride sr) into dst. `scratch`
+/// holds one row of w per level of recursion (see col_levels).
+template <class P, class T>
+void col_pairwise(const T* x, std::int64_t rows, std::int64_t sr, std::int64_t w, const T* ctr, T* dst, T* scratch) {
+  if (rows <= kColumnBase) {
+    col_step<P, true>(dst, x, ctr, w);
+    for (std::int64_t r = 1; r < rows; ++r) col_step<P, false>(dst, x + r * sr, ctr, w);
+    return;
+  }
+  const std::int64_t h = rows / 2;
+  col_pairwise<P>(x, h, sr, w, ctr, dst, scratch);
+  col_pairwise<P>(x + h * sr, rows - h, sr, w, ctr, scratch, scratch + w);
+  col_step<typename PlainOf<P>::type, false>(dst, scratch, static_cast<const T*>(nullptr), w);
+}
+
+inline int col_levels(std::int64_t rows) {
+  int d = 1;
+  for (; rows > kColumnBase; rows -= rows / 2) ++d;
+  return d;
+}
+
+template <class T>
+inline constexpr std::int64_t kColumnTile = std::max<std::int64_t>(64, 2048 / static_cast<std::int64_t>(sizeof(T)));
+
+/// Columns: out[a*oa + c*oc] = reduce_r x[a*sa + r*sr + c] for C > 1, in tiles of columns
+/// (the running tile stays in L1). Long reductions are split into fixed row chunks whose
+/// partial rows are combined by a second, map-free column reduction.
+template <class P, class T>
+void reduce_cols(const T* x, const Loop3& p, T* out, std::type_identity_t<const T*> center) {
+  constexpr std::int64_t TW = kColumnTile<T>;
+  const std::int64_t A = p.A, R = p.R, C = p.C;
+  const std::int64_t ntile = (C + TW - 1) / TW;
+  const std::int64_t rc = std::max<std::int64_t>(64, kReduceChunk / C);
+  const std::int64_t nrc = (R + rc - 1) / rc;
+  std::vector<T> part(nrc > 1 ? static_cast<std::size_t>(A * nrc * C) : 0);
+  const int levels = col_levels(std::min(rc, R));
+  const std::int64_t work = std::min(rc, R) * std::min(TW, C);
+  parallel_for(A * ntile * nrc, std::max<std::int64_t>(1, kParallelGrain / work), [&](std::int64_t b, std::int64_t e) {
+    std::vector<T> buf(static_cast<std::size_t>((levels + 2) * TW));
+    T* tile = buf.data();
+    T* ctile = tile + TW;
+    T* scratch = ctile + TW;
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t k = t % nrc, j = (t / nrc) % ntile, a = t / nrc / ntile;
+      const std::int64_t c0 = j * TW, w = std::min(TW, C - c0), r0 = k * rc, rows = std::min(rc, R - r0);
+      if constexpr (P::centered)
+        for (std::int64_t c = 0; c < w; ++c) ctile[c] = center[a * p.oa + (c0 + c) * p.oc];
+      col_pairwise<P>(x + a * p.sa + r0 * p.sr + c0, rows, p.sr, w, ctile, tile, scratch);
+      if (nrc == 1) {
+        for (std::int64_t c = 0; c < w; ++c) out[a * p.oa + (c0 + c) * p.oc] = tile[c];
+      } else {
+        std::copy(tile, tile + w, part.data() + (a * nrc + k) * C + c0);
+      }
+    }
+  }, 1);
+  if (nrc > 1) {
+    Loop3 q = p;
+    q.R = nrc, q.sa = nrc * C, q.sr = C;
+    reduce_cols<typename PlainOf<P>::type>(part.data(), q, out, nullptr);
+  }
+}
+
+template <class P, class T>
+void reduce_loop3(const T* x, const Loop3& p, T* out, std::type_identity_t<const T*> center) {
+  if (p.C > 1) reduce_cols<P>(x, p, out, center);
+  else reduce_rows<P>(x, p, out, center);
+}
+
+// ---- argmax / argmin ------------------------------------------------------------------------
+
+/// True when v should replace the current best (strictly better, so ties keep the first;
+/// the first NaN wins and is never replaced).
+template <bool Max, class T>
+inline bool arg_better(T v, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (best != best) return false;
+    if (v != v) return true;
+  }
+  return Max ? v > best : v < best;
+}
+
+template <bool Max, class T>
+void arg_loop3(const T* x, const Loop3& p, std::int64_t* out) {
+  using P = std::conditional_t<Max, MaxP<T>, MinP<T>>;
+  const std::int64_t A = p.A, R = p.R, C = p.C;
+  if (C == 1) {  // rows: find the extreme with SIMD, then its first position
+    const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / R);
+    parallel_for(A, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t a = b; a < e; ++a) {
+        const T* row = x + a * p.sa;
+        const T m = reduce_pairwise<P>(row, R, T(0));
+        std::int64_t i = 0;
+        if (m != m) {
+          while (row[i] == row[i]) ++i;
+        } else {
+          while (row[i] != m) ++i;
+        }
+        out[a * p.oa] = i;
+      }
+    }, 1);
+    return;
+  }
+  constexpr std::int64_t TW = kColumnTile<T>;
+  const std::int64_t ntile = (C + TW - 1) / TW;
+  parallel_for(A * ntile, std::max<std::int64_t>(1, kParallelGrain / (R * std::min(TW, C))),
+               [&](std::int64_t b, std::int64_t e) {
+    T best[TW];
+    std::int64_t idx[TW];
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t a = t / ntile, c0 = (t % ntile) * TW, w = std::min(TW, C - c0);
+      const T* base = x + a * p.sa + c0;
+      for (std::int64_t c = 0; c < w; ++c) best[c] = base[c], idx[c] = 0;
+      for (std::int64_t r = 1; r < R; ++r) {
+        const T* row = base + r * p.sr;
+        for (std::int64_t c = 0; c < w; ++c)
+          if (arg_better<Max>(row[c], best[c])) best[c] = row[c], idx[c] = r;
+      }
+      for (std::int64_t c = 0; c < w; ++c) out[a * p.oa + (c0 + c) * p.oc] = idx[c];
+    }
+  }, 1);
+}
+
+// ---- the kernel -------------------------------------------------------------------------------
+
+template <Red K, class T>
+inline constexpr bool red_supports_v =
+    (K == Red::mean || K == Red::var || K == Red::std)
+        ? simd_type_v<T>
+        : (simd_type_v<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
+           std::is_same_v<T, std::uint8_t>);
+
+template <Red K, class T>
+void run_reduce(const KernelArgs& k, std::uint32_t mask) {
+  const AnyTensor& x = k.in[0];
+  const AnyTensor& y = k.out[0];
+  const std::int64_t n_out = y.numel();
+  if constexpr (K == Red::argmax || K == Red::argmin) {
+    AnyTensor src = x;
+    if (!k.attrs.has("axis") && !x.is_contiguous()) src = contiguous_raw(x);  // flat index = row-major order
+    Loop3 p;
+    if (!plan_loop3(src.shape(), src.strides(), mask, p)) {
+      src = reduced_last_copy(src, mask);
+      plan_loop3(src.shape(), src.strides(), mask, p);
+    }
+    arg_loop3<K == Red::argmax>(static_cast<const T*>(src.raw_data()), p, static_cast<std::int64_t*>(y.raw_data()));
+  } else {
+    T* out = static_cast<T*>(y.raw_data());
+    const std::int64_t N = x.numel() / n_out;  // elements reduced into each output
+    if (N == 0) {  // empty reduction: the identity (NaN for mean/var/std)
+      T v = K == Red::prod ? T(1) : T(0);
+      if constexpr (K == Red::mean || K == Red::var || K == Red::std) v = std::numeric_limits<T>::quiet_NaN();
+      std::fill(out, out + n_out, v);
+      return;
+    }
+    AnyTensor src = x;
+    Loop3 p;
+    if (!plan_loop3(x.shape(), x.strides(), mask, p)) {
+      src = reduced_last_copy(x, mask);
+      plan_loop3(src.shape(), src.strides(), mask, p);
+    }
+    const T* xp = static_cast<const T*>(src.raw_data());
+    [[maybe_unused]] auto scale = [&](T* o, double d) {
+      for (std::int64_t i = 0; i < n_out; ++i) o[i] = static_cast<T>(static_cast<double>(o[i]) / d);
+    };
+    if constexpr (K == Red::sum) reduce_loop3<SumP<T>>(xp, p, out, nullptr);
+    if constexpr (K == Red::prod) reduce_loop3<ProdP<T>>(xp, p, out, nullptr);
+    if constexpr (K == Red::max) reduce_loop3<MaxP<T>>(xp, p, out, nullptr);
+    if constexpr (K == Red::min) reduce_loop3<MinP<T>>(xp, p, out, nullptr);
+    if constexpr (K == Red::mean) {
+      reduce_loop3<SumP<T>>(xp, p, out, nullptr);
+      scale(out, static_cast<double>(N));
+    }
+    if constexpr (K == Red::var || K == Red::std) {
+      // Two passes (mean, then squared deviations): accurate where the one-pass formula cancels.
+      std::vector<T> mu(static_cast<std::size_t>(n_out));
+      reduce_loop3<SumP<T>>(xp, p, mu.data(), nullptr);
+      scale(mu.data(), static_cast<double>(N));
+      reduce_loop3<SqDevP<T>>(xp, p, out, mu.data());
+      const T denom = static_cast<T>(std::max<std::int64_t>(0, N - k.attrs.i("correction", 1)));
+      for (std::int64_t i = 0; i < n_out; ++i) {
+        out[i] /= denom;
+        if constexpr (K == Red::std) out[i] = std::sqrt(out[i]);
+      }
+    }
+  }
+}
+
+template <Red K>
+void reduce_kernel(const KernelArgs& k) {
+  const AnyTensor& x = k.in[0];
+  if (k.out[0].numel() == 0) return;
+  std::uint32_t mask = (K == Red::argmax || K == Red::argmin) ? arg_mask(k.op.name, k.attrs, x.dim())
+                                                              : reduce_mask(k.op.name, axes_attr(k.attrs), x.dim());
+  visit_dtype(x.dtype(), [&]<class T>() {
+    if constexpr (red_supports_v<K, T>) run_reduce<K, T>(k, mask);
+    else MS_THROW(DTypeError, "{}: no CPU kernel for dtype {}", k.op.name, x.dtype());
+  });
+}
+
+inline constexpr DTypeSet kReduceTypes = kNumericTypes;
+
+template <Red K>
+OpDef make_reduce_op(std::string name, std::string doc) {
+  constexpr bool arg = K == Red::argmax || K == Red::argmin;
+  constexpr bool float_only = K == Red::mean || K == Red::var || K == Red::std;
+  OpDef d;
+  d.name = std::move(name);
+  d.doc = std::move(doc);
+  d.category = Category::reduction;
+  d.num_inputs = 1;
+  d.attr_names = arg ? std::vector<std::string>{"axis", "keepdim"}
+                     : ((K == Red::var || K == Red::std) ? std::vector<std::string>{"axes", "keepdim", "correction"}
+                                                          : std::vector<std::string>{"axes", "keepdim"});
+  if constexpr (arg) d.infer = &infer_arg;
+  else d.infer = &infer_reduce<K == Red::max || K == Red::min>;
+  d.kernel = &reduce_kernel<K>;
+  d.cost = &reduce_cost<(K == Red::var || K == Red::std) ? 3 : 1>;
+  d.cpu_dtypes = float_only ? kFloatTypes : kReduceTypes;
+  if (arg) d.nondiff_reason = "integer output";
+  return d;
+}
+
+inline Attrs reduce_attrs(const IntList& axes, bool keepdim) { return Attrs{{"axes", axes}, {"keepdim", keepdim}}; }
+inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) {
+  Attrs a{{"keepdim", keepdim}};
+  if (axis) a.set("axis", *axis);
+  return a;
+}
+
+}  // namespace detail
+
+inline const OpDef& sum_op = registry().add(detail::make_reduce_op<detail::Red::sum>(
+    "sum", "sum over axes (all when empty); pairwise for floats, wraps for integers"));
+inline const OpDef& prod_op = registry().add(detail::make_reduce_op<detail::Red::prod>("prod", "product over axes"));
+inline const OpDef& mean_op = registry().add(detail::make_reduce_op<detail::Red::mean>("mean", "mean over axes"));
+inline const OpDef& max_op = registry().add(
+    detail::make_reduce_op<detail::Red::max>("max", "maximum over axes (NaN propagates)"));
+inline const OpDef& min_op = registry().add(
+    detail::make_reduce_op<detail::Red::min>("min", "minimum over axes (NaN propagates)"));
+inline const OpDef& var_op = registry().add(
+    detail::make_reduce_op<detail::Red::var>("var", "variance over axes, N - correction in the denominator"));
+inline const OpDef& std_op = registry().add(
+    detail::make_reduce_op<detail::Red::std>("std", "standard deviation over axes, N - correction in the denominator"));
+inline const OpDef& argmax_op = registry().add(detail::make_reduce_op<detail::Red::argmax>(
+    "argmax", "int64 index of the maximum along an axis (flattened when absent); NaN is the maximum"));
+inline const OpDef& argmin_op = registry().add(detail::make_reduce_op<detail::Red::argmin>(
+    "argmin", "int64 index of the minimum along an axis (flattened when absent); NaN is the minimum"));
+
+inline AnyTensor sum(const AnyTensor& x, const IntList& axes, bool keepdim) {
+  return call1(sum_op, {x}, detail::reduce_attrs(axes, keepdim));
+}
+inline AnyTensor prod(const AnyTensor& x, const IntList& axes, bool keepdim) {
+  return call1(prod_op, {x}, detail::reduce_attrs(axes, keepdim));
+}
+inline AnyTensor mean(const AnyTensor& x, const IntList& axes, bool keepdim) {
+  return call1(mean_op, {x}, detail::reduce_attrs(axes, keepdim));
+}
+inline AnyTensor max(const AnyTensor& x, const IntList& axes, bool keepdim) {
+  return call1(max_op, {x}, detail::reduce_attrs(axes, keepdim));
+}
+inline AnyTensor min(const AnyTensor& x, const IntList& axes, bool keepdim) {
+  return call1(min_op, {x}, detail::reduce_attrs(axes, keepdim));
+}
+inline AnyTensor var(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
+  return call1(var_op, {x}, detail::reduce_attrs(axes, keepdim).set("correction", correction));
+}
+inline AnyTensor std(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
+  return call1(std_op, {x}, detail::reduce_attrs(axes, keepdim).set("correction", correction));
+}
+inline AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
+  return call1(argmax_op, {x}, detail::arg_attrs(axis, keepdim));
+}
+inline AnyTensor argmin(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
+  return call1(argmin_op, {x}, detail::arg_attrs(axis, keepdim));
+}
+
+}  // namespace ms::ops
