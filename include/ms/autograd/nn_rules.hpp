@@ -1,0 +1,157 @@
+#pragma once
+// The gradient table of the nn ops (ops/nn.hpp): one row per op, in the style of
+// rules.hpp, each rule written with registered ops (the backward kernels that
+// convolution, pooling, normalization and the losses need are ops of their own),
+// so a captured backward pass is an ordinary graph. The convolution and pooling
+// backward ops are linear in their inputs and have rows too (second order); the
+// normalization and cross-entropy backward ops state why they have none.
+// Gradients flowing into the helper outputs (batch_norm's mean/invstd, layer_norm's
+// mean/rstd, dropout's mask) are ignored: the public API does not return them.
+
+#include "../ops/nn.hpp"
+#include "rules.hpp"
+
+namespace ms::autograd {
+
+namespace nn_rules {
+using namespace ms::ops;
+using rules::g0;
+using rules::Row;
+
+/// Attributes of the conv2d call that `a` made or undid (stride, padding, dilation, groups).
+inline Attrs conv_only(const Attrs& a) {
+  Attrs r;
+  for (const char* k : {"stride", "padding", "dilation", "groups"})
+    if (const AttrValue* v = a.find(k)) r.set(k, *v);
+  return r;
+}
+inline Attrs with(Attrs a, const char* key, AttrValue v) {
+  a.set(key, std::move(v));
+  return a;
+}
+/// conv2d(x, w) without bias under the same geometry.
+inline AnyTensor conv(const AnyTensor& x, const AnyTensor& w, const Attrs& a) {
+  return call1(conv2d_op, {x, w}, conv_only(a));
+}
+inline AnyTensor conv_grad_input(const AnyTensor& g, const AnyTensor& w, const Attrs& a, const Shape& x_shape) {
+  return call1(conv2d_grad_input_op, {g, w}, with(conv_only(a), "input_shape", x_shape.vec()));
+}
+inline AnyTensor conv_grad_weight(const AnyTensor& g, const AnyTensor& x, const Attrs& a, const Shape& w_shape) {
+  return call1(conv2d_grad_weight_op, {g, x}, with(conv_only(a), "weight_shape", w_shape.vec()));
+}
+/// The forward pooling attributes of a pooling backward op (without input_shape).
+inline Attrs pool_only(const Attrs& a) {
+  Attrs r;
+  for (auto& [k, v] : a.items())
+    if (k != "input_shape") r.set(k, v);
+  return r;
+}
+inline Grads none(std::size_t n) { return Grads(n); }
+inline std::string reduction_of(const Attrs& a) { return a.has("reduction") ? a.str("reduction") : "mean"; }
+
+// clang-format off
+inline const Row table[] = {
+  {"conv2d", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(a.in.size());
+            const AnyTensor &x = a.in[0], &w = a.in[1], g = g0(a);
+            Grads r{conv_grad_input(g, w, a.attrs, x.shape()), conv_grad_weight(g, x, a.attrs, w.shape())};
+            if (a.in.size() > 2) r.push_back(sum(g, {0, 2, 3}, false));
+            return r; }, nullptr},
+  // gx = A_w^T g is bilinear in (g, w): d/dg = conv2d(G, w), d/dw = conv2d_grad_weight(g, G).
+  {"conv2d_grad_input", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            const AnyTensor &g = a.in[0], &w = a.in[1], G = g0(a);
+            return {conv(G, w, a.attrs), conv_grad_weight(g, G, a.attrs, w.shape())}; }, nullptr},
+  // gw = d<g, conv(x, w)>/dw is bilinear in (g, x): d/dg = conv2d(x, G), d/dx = conv2d_grad_input(g, G).
+  {"conv2d_grad_weight", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            const AnyTensor &g = a.in[0], &x = a.in[1], G = g0(a);
+            return {conv(x, G, a.attrs), conv_grad_input(g, G, a.attrs, x.shape())}; }, nullptr},
+  {"max_pool2d", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(1);
+            Attrs at = with(a.attrs, "input_shape", a.in[0].shape().vec());
+            return {call1(max_pool2d_grad_op, {g0(a), a.out[1]}, at)}; }, nullptr},
+  // max_pool2d_grad scatters g to the argmax; its adjoint gathers G there.
+  {"max_pool2d_grad", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            const Shape& gs = a.in[0].shape();
+            const Shape& xs = a.out[0].shape();
+            AnyTensor G = reshape(g0(a), {xs[0], xs[1], xs[2] * xs[3]});
+            AnyTensor idx = reshape(a.in[1], {gs[0], gs[1], gs[2] * gs[3]});
+            return {reshape(gather(G, 2, idx), gs.vec()), AnyTensor()}; }, nullptr},
+  {"avg_pool2d", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(1);
+            return {call1(avg_pool2d_grad_op, {g0(a)}, with(a.attrs, "input_shape", a.in[0].shape().vec()))}; }, nullptr},
+  {"avg_pool2d_grad", [](const GradArgs& a) -> Grads {  // the adjoint of the adjoint
+            if (!g0(a).defined()) return none(1);
+            return {call1(avg_pool2d_op, {g0(a)}, pool_only(a.attrs))}; }, nullptr},
+  {"adaptive_avg_pool2d", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(1);
+            return {call1(adaptive_avg_pool2d_grad_op, {g0(a)}, with(a.attrs, "input_shape", a.in[0].shape().vec()))}; }, nullptr},
+  {"adaptive_avg_pool2d_grad", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(1);
+            return {call1(adaptive_avg_pool2d_op, {g0(a)}, pool_only(a.attrs))}; }, nullptr},
+  {"batch_norm", [](const GradArgs& a) -> Grads {
+            Grads r = none(a.in.size());
+            if (!g0(a).defined()) return r;
+            const AnyTensor in[5] = {g0(a), a.in[0], a.in[1], a.out[1], a.out[2]};
+            auto g = call(batch_norm_grad_op, in, Attrs{{"training", a.attrs.b("training")}});
+            r[0] = g[0], r[1] = g[1], r[2] = g[2];  // none for the running statistics
+            return r; }, nullptr},
+  {"batch_norm_grad", nullptr, "second-order gradient not implemented"},
+  {"layer_norm", [](const GradArgs& a) -> Grads {
+            Grads r = none(a.in.size());
+            if (!g0(a).defined()) return r;
+            std::vector<AnyTensor> in{g0(a), a.in[0], a.out[1], a.out[2]};
+            if (a.in.size() > 1) in.push_back(a.in[1]);
+            auto g = call(layer_norm_grad_op, in, Attrs{{"normalized_shape", a.attrs.ints("normalized_shape")}});
+            for (std::size_t i = 0; i < r.size(); ++i) r[i] = g[i];
+            return r; }, nullptr},
+  {"layer_norm_grad", nullptr, "second-order gradient not implemented"},
+  {"dropout", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(1);
+            return {mul(g0(a), a.out[1])}; }, nullptr},
+  {"embedding", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            const AnyTensor& w = a.in[0];
+            const std::int64_t D = w.shape()[1];
+            AnyTensor idx = reshape(a.in[1], {-1});
+            AnyTensor z = zeros(w.shape(), w.dtype());
+            return {index_add(z, 0, idx, reshape(g0(a), {idx.shape()[0], D})), AnyTensor()}; }, nullptr},
+  {"cross_entropy", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            return {call1(cross_entropy_grad_op, {a.in[0], a.in[1], g0(a)}, a.attrs), AnyTensor()}; }, nullptr},
+  {"cross_entropy_grad", nullptr, "second-order gradient not implemented"},
+  {"nll_loss", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            Attrs at = with(a.attrs, "num_classes", a.in[0].shape()[1]);
+            return {call1(nll_loss_grad_op, {a.in[1], g0(a)}, at), AnyTensor()}; }, nullptr},
+  // nll_loss_grad is linear in g; its adjoint is nll_loss itself under the same reduction.
+  {"nll_loss_grad", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            Attrs at{{"reduction", reduction_of(a.attrs)}, {"ignore_index", a.attrs.i("ignore_index", -100)}};
+            return {AnyTensor(), call1(nll_loss_op, {g0(a), a.in[0]}, at)}; }, nullptr},
+  {"mse_loss", [](const GradArgs& a) -> Grads {
+            if (!g0(a).defined()) return none(2);
+            AnyTensor d = sub(a.in[0], a.in[1]);
+            const std::string red = reduction_of(a.attrs);
+            const double n = static_cast<double>(a.in[0].numel());
+            const double k = red == "mean" ? 2.0 / n : 2.0;
+            AnyTensor ga = mul(mul(d, g0(a)), k);  // g is 0-d for mean/sum: it broadcasts
+            return {ga, neg(ga)}; }, nullptr},
+};
+// clang-format on
+
+inline bool install() {
+  for (const Row& r : table) {
+    if (!ops::registry().find(r.op)) continue;
+    ops::registry().set_grad(r.op, r.rule, r.nondiff_reason ? r.nondiff_reason : "");
+  }
+  return true;
+}
+}  // namespace nn_rules
+
+/// Installs the nn gradient rows into the registry when this header is included.
+inline const bool nn_rules_installed = nn_rules::install();
+
+}  // namespace ms::autograd

@@ -1,0 +1,435 @@
+// Optimizers and LR schedules (optim/optimizer.hpp). Each optimizer runs 3 steps on a
+// 2-element parameter of the quadratic loss L(p) = sum(c * p^2 / 2 + d * p), whose gradient
+// is c * p + d, and is checked against a plain-double reference of the PyTorch algorithm
+// written out in this file (plus a few literal values worked out by hand). The same 3
+// steps inside an ms::jit-captured step function (one trace, two replays) must give the
+// same parameter and state values as eager: that proves the optimizer state, the step
+// count and the lr are graph state that replays update. Schedules are checked by value,
+// and a schedule's lr change must reach an already captured step.
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "test_util.hpp"
+#include <ms/optim/optimizer.hpp>
+
+namespace {
+
+using ms::Tensor;
+using ms::optim::AdamOptions;
+using ms::optim::SGDOptions;
+using ms_test::require_values;
+
+const std::vector<double> kP0 = {1.0, -2.0};
+const std::vector<double> kC = {2.0, 0.5};
+const std::vector<double> kD = {0.3, -0.2};
+
+/// L = sum(c * p^2 / 2 + d * p) * x, x a graph input (all ones) so that jit has an argument.
+Tensor<float> quad_loss(const Tensor<float>& p, const Tensor<float>& x) {
+  static const Tensor<float> c = {2.0f, 0.5f};
+  static const Tensor<float> d = {0.3f, -0.2f};
+  return ((p * p * c * 0.5f + p * d) * x).sum();
+}
+
+std::vector<double> ref_grad(const std::vector<double>& p) {
+  return {kC[0] * p[0] + kD[0], kC[1] * p[1] + kD[1]};
+}
+
+/// torch.optim.SGD, in doubles.
+struct RefSGD {
+  double lr, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+  std::vector<double> buf = {0, 0};
+  int t = 0;
+  void step(std::vector<double>& p) {
+    std::vector<double> g = ref_grad(p);
+    for (int i = 0; i < 2; ++i) {
+      double gi = g[i] + weight_decay * p[i];
+      if (momentum != 0) {
+        buf[i] = t == 0 ? gi : momentum * buf[i] + (1 - dampening) * gi;
+        gi = nesterov ? gi + momentum * buf[i] : buf[i];
+      }
+      p[i] -= lr * gi;
+    }
+    ++t;
+  }
+};
+
+/// torch.optim.Adam / AdamW, in doubles.
+struct RefAdam {
+  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false, amsgrad = false;
+  std::vector<double> m = {0, 0}, v = {0, 0}, vmax = {0, 0};
+  int t = 0;
+  void step(std::vector<double>& p) {
+    ++t;
+    std::vector<double> g = ref_grad(p);
+    for (int i = 0; i < 2; ++i) {
+      double gi = g[i];
+      if (decoupled) p[i] *= 1 - lr * weight_decay;
+      else gi += weight_decay * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      double vv = v[i];
+      if (amsgrad) vv = vmax[i] = std::max(vmax[i], v[i]);
+      const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+      p[i] -= lr / bc1 * m[i] / (std::sqrt(vv) / std::sqrt(bc2) + eps);
+    }
+  }
+};
+
+template <class Ref>
+std::vector<std::vector<double>> ref_run(Ref ref, int steps) {
+  std::vector<std::vector<double>> out;
+  std::vector<double> p = kP0;
+  for (int s = 0; s < steps; ++s) {
+    ref.step(p);
+    out.push_back(p);
+  }
+  return out;
+}
+
+using MakeOpt = std::function<std::unique_ptr<ms::optim::Optimizer>(std::vector<Tensor<float>>)>;
+
+Tensor<float> fresh_param() {
+  Tensor<float> p = {1.0f, -2.0f};
+  p.requires_grad_();
+  return p;
+}
+
+/// Eager with backward() and step(): the parameter after each step.
+std::vector<std::vector<float>> run_backward(const MakeOpt& make, int steps,
+                                             std::unique_ptr<ms::optim::Optimizer>* keep = nullptr) {
+  Tensor<float> p = fresh_param();
+  auto opt = make({p});
+  Tensor<float> x = ms::ones<float>({2});
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < steps; ++s) {
+    opt->zero_grad();
+    quad_loss(p, x).backward();
+    opt->step();
+    out.push_back(p.to_vector());
+  }
+  if (keep) *keep = std::move(opt);
+  return out;
+}
+
+/// Eager with value_and_grad and step(grads).
+std::vector<std::vector<float>> run_value_and_grad(const MakeOpt& make, int steps) {
+  Tensor<float> p = fresh_param();
+  auto opt = make({p});
+  auto vg = ms::value_and_grad([&](const Tensor<float>& x) { return quad_loss(p, x); }, {p});
+  Tensor<float> x = ms::ones<float>({2});
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < steps; ++s) {
+    auto [loss, grads] = vg(x);
+    opt->step(grads);
+    out.push_back(p.to_vector());
+  }
+  return out;
+}
+
+/// The training step (forward, backward, update) captured by ms::jit: traced on the first
+/// call, replayed on the others.
+std::vector<std::vector<float>> run_jit(const MakeOpt& make, int steps,
+                                        std::unique_ptr<ms::optim::Optimizer>* keep = nullptr) {
+  Tensor<float> p = fresh_param();
+  auto opt = make({p});
+  auto vg = ms::value_and_grad([&](const Tensor<float>& x) { return quad_loss(p, x); }, {p});
+  auto train_step = ms::jit([&](const Tensor<float>& x) {
+    auto [loss, grads] = vg(x);
+    opt->step(grads);
+    return loss;
+  });
+  Tensor<float> x = ms::ones<float>({2});
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < steps; ++s) {
+    train_step(x);
+    out.push_back(p.to_vector());
+  }
+  CHECK(train_step.num_traces() == 1);
+  CHECK(train_step.num_replays() == static_cast<std::size_t>(steps - 1));
+  if (keep) *keep = std::move(opt);
+  return out;
+}
+
+/// The captured step written with backward() and step() (reads .grad inside the capture).
+std::vector<std::vector<float>> run_jit_backward(const MakeOpt& make, int steps) {
+  Tensor<float> p = fresh_param();
+  auto opt = make({p});
+  auto train_step = ms::jit([&](const Tensor<float>& x) {
+    opt->zero_grad();
+    Tensor<float> loss = quad_loss(p, x);
+    loss.backward();
+    opt->step();
+    return loss;
+  });
+  Tensor<float> x = ms::ones<float>({2});
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < steps; ++s) {
+    train_step(x);
+    out.push_back(p.to_vector());
+  }
+  CHECK(train_step.num_replays() == static_cast<std::size_t>(steps - 1));
+  return out;
+}
+
+void check_close(const std::vector<std::vector<float>>& got, const std::vector<std::vector<double>>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t s = 0; s < got.size(); ++s)
+    for (std::size_t i = 0; i < 2; ++i) {
+      INFO("step " << s + 1 << ", element " << i << ": got " << got[s][i] << ", expected " << want[s][i]);
+      CHECK(std::abs(got[s][i] - want[s][i]) <= 1e-6 + 1e-5 * std::abs(want[s][i]));
+    }
+}
+
+/// All four paths agree with the reference; the captured ones agree with eager exactly.
+template <class Ref>
+void check_optimizer(const MakeOpt& make, Ref ref) {
+  auto want = ref_run(ref, 3);
+  auto eager = run_backward(make, 3);
+  check_close(eager, want);
+  check_close(run_value_and_grad(make, 3), want);
+  auto jitted = run_jit(make, 3);
+  check_close(jitted, want);
+  CHECK(jitted == eager);
+  auto jitted_bw = run_jit_backward(make, 3);
+  CHECK(jitted_bw == eager);
+}
+
+}  // namespace
+
+// ---- SGD -----------------------------------------------------------------------------------
+
+TEST_CASE("SGD: plain steps match values worked out by hand", "[optim]") {
+  // g = c * p + d: p0 = (1, -2) -> g = (2.3, -1.2) -> p1 = (0.77, -1.88) with lr 0.1, then
+  // g = (1.84, -1.14) -> p2 = (0.586, -1.766), g = (1.472, -1.083) -> p3 = (0.4388, -1.6577).
+  MakeOpt make = [](std::vector<Tensor<float>> ps) { return std::make_unique<ms::optim::SGD>(ps, 0.1); };
+  auto got = run_backward(make, 3);
+  check_close(got, {{0.77, -1.88}, {0.586, -1.766}, {0.4388, -1.6577}});
+  check_optimizer(make, RefSGD{0.1});
+}
+
+TEST_CASE("SGD: momentum", "[optim]") {
+  // Step 1 takes buf = g = (2.3, -1.2): p1 = (0.77, -1.88); step 2: g = (1.84, -1.14),
+  // buf = 0.9 * (2.3, -1.2) + g = (3.91, -2.22) -> p2 = (0.379, -1.658).
+  MakeOpt make = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::SGD>(ps, 0.1, SGDOptions{.momentum = 0.9});
+  };
+  auto got = run_backward(make, 2);
+  check_close(got, {{0.77, -1.88}, {0.379, -1.658}});
+  check_optimizer(make, RefSGD{0.1, 0.9});
+}
+
+TEST_CASE("SGD: Nesterov momentum", "[optim]") {
+  MakeOpt make = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::SGD>(ps, 0.05, SGDOptions{.momentum = 0.8, .nesterov = true});
+  };
+  check_optimizer(make, RefSGD{0.05, 0.8, 0, 0, true});
+}
+
+TEST_CASE("SGD: weight decay, alone and with momentum", "[optim]") {
+  // Weight decay 0.1 adds 0.1 * p: step 1 g = (2.3 + 0.1, -1.2 - 0.2) -> p1 = (0.76, -1.86).
+  MakeOpt wd = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::SGD>(ps, 0.1, SGDOptions{.weight_decay = 0.1});
+  };
+  check_close(run_backward(wd, 1), {{0.76, -1.86}});
+  check_optimizer(wd, RefSGD{0.1, 0, 0, 0.1});
+  MakeOpt wd_mom = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::SGD>(ps, 0.1, 0.9, 0.01, true);
+  };
+  check_optimizer(wd_mom, RefSGD{0.1, 0.9, 0, 0.01, true});
+}
+
+TEST_CASE("SGD: dampening takes the first step undamped, also in replays", "[optim]") {
+  MakeOpt make = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::SGD>(ps, 0.1, SGDOptions{.momentum = 0.9, .dampening = 0.5});
+  };
+  check_optimizer(make, RefSGD{0.1, 0.9, 0.5});
+}
+
+// ---- Adam / AdamW ------------------------------------------------------------------------------
+
+TEST_CASE("Adam: the first step moves each element by lr against the gradient's sign", "[optim]") {
+  // With bias correction, step 1 is lr * m1 / sqrt(v1) = lr * g / |g| (up to eps).
+  MakeOpt make = [](std::vector<Tensor<float>> ps) { return std::make_unique<ms::optim::Adam>(ps, 0.1); };
+  check_close(run_backward(make, 1), {{0.9, -1.9}});
+  check_optimizer(make, RefAdam{0.1});
+}
+
+TEST_CASE("Adam: betas, eps, L2 weight decay and amsgrad", "[optim]") {
+  MakeOpt l2 = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::Adam>(ps, 0.05, 0.8, 0.99, 1e-3, 0.1);
+  };
+  check_optimizer(l2, RefAdam{0.05, 0.8, 0.99, 1e-3, 0.1});
+  MakeOpt ams = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::Adam>(ps, 0.1, AdamOptions{.beta1 = 0.5, .beta2 = 0.9, .amsgrad = true});
+  };
+  check_optimizer(ams, RefAdam{0.1, 0.5, 0.9, 1e-8, 0, false, true});
+}
+
+TEST_CASE("AdamW: decoupled weight decay", "[optim]") {
+  // Step 1: p * (1 - 0.1 * 0.5) = (0.95, -1.9), then -lr * sign(g): (0.85, -1.8).
+  MakeOpt make = [](std::vector<Tensor<float>> ps) {
+    return std::make_unique<ms::optim::AdamW>(ps, 0.1, 0.9, 0.999, 1e-8, 0.5);
+  };
+  check_close(run_backward(make, 1), {{0.85, -1.8}});
+  check_optimizer(make, RefAdam{0.1, 0.9, 0.999, 1e-8, 0.5, true});
+  // The default weight decay of AdamW is 0.01.
+  Tensor<float> p = fresh_param();
+  ms::optim::AdamW def({p});
+  CHECK(def.options().weight_decay == 0.01);
+  CHECK(def.lr() == 1e-3);
+}
+
+TEST_CASE("Adam: moments and step count after captured replays equal eager", "[optim]") {
+  MakeOpt make = [](std::vector<Tensor<float>> ps) { return std::make_unique<ms::optim::Adam>(ps, 0.1); };
+  std::unique_ptr<ms::optim::Optimizer> eager, jitted;
+  run_backward(make, 3, &eager);
+  run_jit(make, 3, &jitted);
+  CHECK(eager->step_count().item() == 3.0f);
+  CHECK(jitted->step_count().item() == 3.0f);
+  for (const char* s : {"exp_avg", "exp_avg_sq"}) {
+    INFO(s);
+    CHECK(jitted->state(0, s).to_vector() == eager->state(0, s).to_vector());
+  }
+  RefAdam ref{0.1};
+  std::vector<double> p = kP0;
+  for (int i = 0; i < 3; ++i) ref.step(p);
+  require_values(eager->state(0, "exp_avg"), ref.m, 1e-5);
+  require_values(eager->state(0, "exp_avg_sq"), ref.v, 1e-5);
+}
+
+TEST_CASE("Optimizers: parameters without a gradient are skipped", "[optim]") {
+  Tensor<float> a = fresh_param(), b = fresh_param();
+  ms::optim::SGD opt({a, b}, 0.1);
+  Tensor<float> x = ms::ones<float>({2});
+  quad_loss(a, x).backward();  // b gets no gradient
+  opt.step();
+  require_values(a, {0.77, -1.88});
+  require_values(b, {1.0, -2.0});
+  CHECK(b.grad_any().defined() == false);
+  opt.zero_grad();
+  CHECK(a.grad_any().defined() == false);
+  // step(grads) with an undefined entry skips that parameter too.
+  opt.step({ms::AnyTensor(), Tensor<float>{1.0f, 1.0f}});
+  require_values(a, {0.77, -1.88});
+  require_values(b, {0.9, -2.1});
+}
+
+TEST_CASE("Optimizers: errors", "[optim]") {
+  Tensor<float> p = fresh_param();
+  MS_REQUIRE_THROWS_MSG(ms::optim::SGD({}, 0.1), ms::ValueError, "[ms.value_error] SGD: the parameter list is empty");
+  MS_REQUIRE_THROWS_MSG(ms::optim::SGD({p}, -1.0), ms::ValueError, "[ms.value_error] SGD: invalid learning rate -1");
+  MS_REQUIRE_THROWS_MSG(ms::optim::SGD({p, p}, 0.1), ms::ValueError,
+                        "[ms.value_error] SGD: parameter 1 appears more than once");
+  MS_REQUIRE_THROWS_MSG(ms::optim::SGD({p}, 0.1, SGDOptions{.nesterov = true}), ms::ValueError,
+                        "[ms.value_error] SGD: Nesterov momentum requires a momentum and zero dampening");
+  MS_REQUIRE_THROWS_MSG(ms::optim::Adam({p}, 0.1, AdamOptions{.beta1 = 1.0}), ms::ValueError,
+                        "[ms.value_error] Adam: invalid beta1 1");
+  ms::optim::Adam opt({p}, 0.1);
+  MS_REQUIRE_THROWS_MSG(opt.step({}), ms::ValueError, "[ms.value_error] Adam: step got 0 gradients for 1 parameters");
+  MS_REQUIRE_THROWS_MSG(opt.step({Tensor<float>{1.0f, 2.0f, 3.0f}}), ms::ShapeError,
+                        "[ms.shape_error] Adam: the gradient of parameter 0 has shape (3,), the parameter has (2,)");
+  MS_REQUIRE_THROWS_MSG(opt.step({Tensor<double>{1.0, 2.0}}), ms::DTypeError,
+                        "[ms.dtype_error] Adam: the gradient of parameter 0 is float64, the parameter is float32");
+  MS_REQUIRE_THROWS_MSG(opt.state(0, "momentum_buffer"), ms::ValueError,
+                        "[ms.value_error] Adam: no state 'momentum_buffer' for parameter 0");
+  require_values(p, {1.0, -2.0});  // nothing was written
+  CHECK(opt.step_count().item() == 0.0f);
+}
+
+TEST_CASE("Optimizers: state_dict round trip", "[optim]") {
+  MakeOpt make = [](std::vector<Tensor<float>> ps) { return std::make_unique<ms::optim::Adam>(ps, 0.1); };
+  std::unique_ptr<ms::optim::Optimizer> a;
+  auto pa = run_backward(make, 2, &a);
+  auto sd = a->state_dict();
+  CHECK(sd.size() == 4);  // lr, step, 0.exp_avg, 0.exp_avg_sq
+  Tensor<float> p = ms::from_vector<float>(pa.back(), {2});
+  p.requires_grad_();
+  ms::optim::Adam b({p}, 0.5);
+  b.load_state_dict(sd);
+  CHECK(b.lr() == Approx(0.1));
+  CHECK(b.step_count().item() == 2.0f);
+  // One more step from the restored state equals the third step of an uninterrupted run.
+  quad_loss(p, ms::ones<float>({2})).backward();
+  b.step();
+  CHECK(p.to_vector() == run_backward(make, 3).back());
+  ms::optim::StateDict bad = sd;
+  bad.erase("0.exp_avg");
+  MS_REQUIRE_THROWS_MSG(b.load_state_dict(bad), ms::ValueError, "[ms.value_error] Adam: load_state_dict: missing key '0.exp_avg'");
+}
+
+// ---- learning-rate schedules -----------------------------------------------------------------
+
+TEST_CASE("LR schedules: StepLR, CosineAnnealingLR, WarmupLinearLR, LambdaLR by value", "[optim]") {
+  Tensor<float> p = fresh_param();
+  auto lrs = [&](auto& sched, ms::optim::Optimizer& opt, int n) {
+    std::vector<double> out{opt.lr()};
+    CHECK(static_cast<double>(opt.lr_tensor().item()) == Approx(opt.lr()));
+    for (int i = 1; i < n; ++i) {
+      sched.step();
+      out.push_back(opt.lr());
+      CHECK(static_cast<double>(opt.lr_tensor().item()) == Approx(opt.lr()));
+    }
+    return out;
+  };
+  auto check = [](const std::vector<double>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("epoch " << i);
+      CHECK(got[i] == Approx(want[i]).margin(1e-12));
+    }
+  };
+  {
+    ms::optim::SGD opt({p}, 1.0);
+    ms::optim::StepLR s(opt, 2, 0.5);
+    check(lrs(s, opt, 6), {1, 1, 0.5, 0.5, 0.25, 0.25});
+    CHECK(s.last_epoch() == 5);
+  }
+  {
+    ms::optim::SGD opt({p}, 1.0);
+    ms::optim::CosineAnnealingLR s(opt, 4, 0.1);
+    const double a = 0.1 + 0.9 * (1 + std::cos(M_PI / 4)) / 2, b = 0.1 + 0.9 * (1 + std::cos(3 * M_PI / 4)) / 2;
+    check(lrs(s, opt, 5), {1.0, a, 0.55, b, 0.1});
+  }
+  {
+    ms::optim::SGD opt({p}, 1.0);
+    ms::optim::WarmupLinearLR s(opt, 2, 6);
+    check(lrs(s, opt, 8), {0, 0.5, 1, 0.75, 0.5, 0.25, 0, 0});
+  }
+  {
+    ms::optim::SGD opt({p}, 2.0);
+    ms::optim::LambdaLR s(opt, [](std::int64_t e) { return 1.0 / static_cast<double>(e + 1); });
+    check(lrs(s, opt, 3), {2.0, 1.0, 2.0 / 3});
+    s.set_epoch(9);
+    CHECK(opt.lr() == Approx(0.2));
+  }
+  ms::optim::SGD opt({p}, 1.0);
+  MS_REQUIRE_THROWS_MSG(ms::optim::StepLR(opt, 0), ms::ValueError, "[ms.value_error] StepLR: step_size must be positive, got 0");
+  MS_REQUIRE_THROWS_MSG(opt.set_lr(std::nan("")), ms::ValueError, "[ms.value_error] SGD: invalid learning rate nan");
+}
+
+TEST_CASE("LR schedules change an already captured step without re-tracing", "[optim]") {
+  Tensor<float> p = fresh_param();
+  ms::optim::SGD opt({p}, 0.1);
+  ms::optim::StepLR sched(opt, 1, 0.1);  // 0.1, 0.01, 0.001
+  auto vg = ms::value_and_grad([&](const Tensor<float>& x) { return quad_loss(p, x); }, {p});
+  auto train_step = ms::jit([&](const Tensor<float>& x) {
+    auto [loss, grads] = vg(x);
+    opt.step(grads);
+    return loss;
+  });
+  Tensor<float> x = ms::ones<float>({2});
+  std::vector<double> ref = kP0;
+  for (double lr : {0.1, 0.01, 0.001}) {
+    CHECK(opt.lr() == Approx(lr));
+    train_step(x);
+    RefSGD{lr}.step(ref);
+    require_values(p, ref, 1e-5);
+    sched.step();
+  }
+  CHECK(train_step.num_traces() == 1);
+  CHECK(train_step.num_replays() == 2);
+}
