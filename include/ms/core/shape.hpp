@@ -210,7 +210,7 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view o
 /// Maps a possibly negative axis into [0, rank); throws IndexError naming the op.
 inline int normalize_axis(std::int64_t axis, int rank, std::string_view op) {
   int r = std::max(rank, 0);
-  MS_CHECK(axis >= -r && axis < r || (r == 0 && (axis == 0 || axis == -1)), IndexError,
+  MS_CHECK((axis >= -r && axis < r) || (r == 0 && (axis == 0 || axis == -1)), IndexError,
            "{}: axis {} is out of range for a tensor of rank {}", op, axis, rank);
   if (r == 0) return 0;  // a 0-d tensor's axis 0 or -1
   return static_cast<int>(axis < 0 ? axis + r : axis);
