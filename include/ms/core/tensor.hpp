@@ -215,6 +215,8 @@ class Tensor : public AnyTensor {
   Tensor<T> min() const;
   template <Element U>
   Tensor<U> to() const;
+  /// A copy on device `d` (this tensor when it is already there); defined in backend/backend.hpp.
+  Tensor<T> to(Device d) const;
   Tensor<T> grad() const;
   // In-place forms (defined in ops/inplace.hpp): compute the out-of-place result, then
   // write it into this tensor's storage, so every view of it sees the new values.

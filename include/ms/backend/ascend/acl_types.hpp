@@ -16,6 +16,8 @@
 //   nnopbase        aclnn/acl_meta.h                          (aclCreateTensor & co.)
 //   hicann/ops-math, hicann/ops-nn  aclnn_*.h + docs          (aclnn op signatures)
 //   hicann/ops-math docs/zh/context/aclnn返回码.md             (ACLNN_* status codes)
+//   hicann/ops-math math/one_hot/docs/aclnnOneHot.md, hicann/ops-nn
+//   activation/softmax_cross_entropy_with_logits               (the training-step ops)
 // Conventions: strides and the view offset passed to aclCreateTensor are in
 // elements, not bytes; aclnn status codes share the int space of aclError.
 
@@ -238,7 +240,16 @@ inline constexpr aclnnStatus ACLNN_ERR_INNER_NULLPTR = 561103;
     aclDataType dtype, aclTensor* out)                                                         \
   X(Mean, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype,      \
     aclTensor* out)                                                                            \
-  X(Cast, const aclTensor* self, aclDataType dtype, aclTensor* out)
+  X(Cast, const aclTensor* self, aclDataType dtype, aclTensor* out)                            \
+  X(Muls, const aclTensor* self, const aclScalar* other, aclTensor* out)                       \
+  X(PowTensorTensor, const aclTensor* self, const aclTensor* exponent, aclTensor* out)         \
+  X(GtTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                   \
+  X(SWhere, const aclTensor* condition, const aclTensor* self, const aclTensor* other,         \
+    aclTensor* out)                                                                            \
+  X(OneHot, const aclTensor* self, int numClasses, const aclTensor* onValue,                   \
+    const aclTensor* offValue, int64_t axis, aclTensor* out)                                   \
+  X(SoftmaxCrossEntropyWithLogits, const aclTensor* features, const aclTensor* labels,         \
+    aclTensor* loss, aclTensor* backprop)
 
 namespace ms::backend::ascend::acl_fn {
 

@@ -1,0 +1,328 @@
+#pragma once
+// The Ascend adapter: a Backend over the AscendCL C API (acl_api.hpp), the
+// eager device runner that makes ops on Ascend tensors run where they live, and
+// the host fallback for ops without an aclnn mapping (warned once per op).
+// The same code drives CANN on an NPU or the Ascend emulator used by the tests;
+// which one is decided by the library list ($MS_ASCEND_LIBS).
+// Must not know about graphs: device_executor.hpp compiles graphs onto it.
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_set>
+
+#include "../backend.hpp"
+#include "aclnn_ops.hpp"
+
+namespace ms::backend::ascend {
+
+/// The latency figures engine assignment assumes for an Ascend device (microseconds and
+/// bytes per microsecond). They match the emulator's default latency model.
+struct AscendCostModel {
+  double launch_us = 5.0;
+  double flops_per_us = 1e7;   ///< 10 TFLOP/s of cube throughput
+  double bytes_per_us = 1e6;   ///< 1 TB/s of device memory bandwidth
+  double copy_fixed_us = 10.0; ///< per host<->device copy
+  double copy_bytes_per_us = 1e4;  ///< 10 GB/s over the host link
+  double sync_us = 20.0;       ///< one host<->device synchronization
+  double kernel(const ops::Cost& c) const { return launch_us + c.flops / flops_per_us + c.bytes / bytes_per_us; }
+  double copy(double bytes) const { return copy_fixed_us + bytes / copy_bytes_per_us; }
+};
+
+class AscendBackend final : public Backend {
+ public:
+  /// Loads the AscendCL libraries in `libs` (':'-separated), initializes ACL and device `index`.
+  explicit AscendBackend(const std::string& libs = default_acl_libs(), int index = 0)
+      : api_(load_acl_api(libs)), index_(index) {
+    const aclError rc = api_.aclInit(nullptr);
+    if (rc != ACL_ERROR_REPEAT_INITIALIZE) acl_check(api_, rc, "aclInit");
+    uint32_t count = 0;
+    enter();
+    acl_check(api_, api_.aclrtGetDeviceCount(&count), "aclrtGetDeviceCount");
+    MS_CHECK(static_cast<uint32_t>(index) < count, DeviceError, "ascend:{} does not exist ({} device(s) found)", index,
+             count);
+    // Two device floats the loss kernels use as one-hot values; uploaded once, now, so that
+    // no later launch needs a host round trip for them.
+    consts_ = DeviceBuffer(api_, 2 * sizeof(float));
+    const float v[2] = {1.0f, 0.0f};
+    acl_check(api_, api_.aclrtMemcpy(consts_.get(), sizeof v, v, sizeof v, ACL_MEMCPY_HOST_TO_DEVICE), "aclrtMemcpy");
+    stream_ = create_stream();
+  }
+  AscendBackend(const AscendBackend&) = delete;
+  AscendBackend& operator=(const AscendBackend&) = delete;
+  ~AscendBackend() override {
+    // Queued work may still use pending scratch blocks: wait (ignoring a device fault now).
+    if (stream_) (void)api_.aclrtSynchronizeStream(stream_.raw());
+  }
+
+  const AclApi& api() const { return api_; }
+  Device device() const override { return Device::ascend(index_); }
+  std::string_view name() const override { return "ascend"; }
+  /// The stream eager ops run on.
+  const Stream& eager_stream() const { return stream_; }
+
+  /// Binds the calling thread to the device. aclrtSetDevice is per thread and cheap once
+  /// bound; calling it on every entry also survives someone else's aclrtResetDevice.
+  void enter() const { acl_check(api_, api_.aclrtSetDevice(index_), "aclrtSetDevice"); }
+
+  // ---- memory
+  std::shared_ptr<Storage> allocate(std::size_t nbytes) override {
+    enter();
+    auto buf = std::make_shared<DeviceBuffer>(api_, nbytes);
+    void* p = buf->get();
+    return Storage::borrowed(p, nbytes, device(), [buf](void*) mutable { buf.reset(); });
+  }
+  void copy_to_device(void* dst, const void* src, std::size_t n) override {
+    enter();
+    if (n) acl_check(api_, api_.aclrtMemcpy(dst, n, src, n, ACL_MEMCPY_HOST_TO_DEVICE), "aclrtMemcpy");
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t n) override {
+    enter();
+    if (n) acl_check(api_, api_.aclrtMemcpy(dst, n, src, n, ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+  }
+  void copy_to_device_async(void* dst, const void* src, std::size_t n, const Stream& s) override {
+    async_copy(dst, src, n, ACL_MEMCPY_HOST_TO_DEVICE, s);
+  }
+  void copy_to_host_async(void* dst, const void* src, std::size_t n, const Stream& s) override {
+    async_copy(dst, src, n, ACL_MEMCPY_DEVICE_TO_HOST, s);
+  }
+  void copy_on_device_async(void* dst, const void* src, std::size_t n, const Stream& s) override {
+    async_copy(dst, src, n, ACL_MEMCPY_DEVICE_TO_DEVICE, s);
+  }
+
+  // ---- streams and events
+  Stream create_stream() override {
+    enter();
+    aclrtStream s = nullptr;
+    acl_check(api_, api_.aclrtCreateStream(&s), "aclrtCreateStream");
+    const AclApi* api = &api_;
+    return Stream(s, [api](void* p) { (void)api->aclrtDestroyStream(p); });
+  }
+  Event create_event() override {
+    enter();
+    aclrtEvent e = nullptr;
+    acl_check(api_, api_.aclrtCreateEvent(&e), "aclrtCreateEvent");
+    const AclApi* api = &api_;
+    return Event(e, [api](void* p) { (void)api->aclrtDestroyEvent(p); });
+  }
+  void record(const Event& e, const Stream& s) override {
+    enter();
+    acl_check(api_, api_.aclrtRecordEvent(e.raw(), s.raw()), "aclrtRecordEvent");
+  }
+  void wait(const Stream& s, const Event& e) override {
+    enter();
+    acl_check(api_, api_.aclrtStreamWaitEvent(s.raw(), e.raw()), "aclrtStreamWaitEvent");
+  }
+  void synchronize(const Stream& s) override {
+    enter();
+    const aclError rc = api_.aclrtSynchronizeStream(s.raw());
+    if (s.raw() == stream_.raw()) release_scratch();
+    acl_check(api_, rc, "aclrtSynchronizeStream");
+  }
+  void synchronize(const Event& e) override {
+    enter();
+    acl_check(api_, api_.aclrtSynchronizeEvent(e.raw()), "aclrtSynchronizeEvent");
+  }
+  float elapsed_ms(const Event& a, const Event& b) override {
+    enter();
+    float ms = 0;
+    acl_check(api_, api_.aclrtEventElapsedTime(&ms, a.raw(), b.raw()), "aclrtEventElapsedTime");
+    return ms;
+  }
+  /// Waits for the eager stream (executables synchronize their own streams).
+  void synchronize_all() override { synchronize(stream_); }
+
+  // ---- capture (aclmdlRI*), when the libraries have it
+  bool can_capture() const override { return api_.has_capture(); }
+  void capture_begin(const Stream& s) override {
+    enter();
+    MS_CHECK(api_.has_capture(), BackendError, "aclmdlRICaptureBegin: not found in the AscendCL libraries ({})",
+             api_.libraries);
+    acl_check(api_, api_.aclmdlRICaptureBegin(s.raw(), ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), "aclmdlRICaptureBegin");
+  }
+  void* capture_end(const Stream& s) override {
+    enter();
+    aclmdlRI model = nullptr;
+    acl_check(api_, api_.aclmdlRICaptureEnd(s.raw(), &model), "aclmdlRICaptureEnd");
+    return model;
+  }
+  void replay(void* model, const Stream& s) override {
+    enter();
+    acl_check(api_, api_.aclmdlRIExecuteAsync(model, s.raw()), "aclmdlRIExecuteAsync");
+  }
+  void destroy_model(void* model) noexcept override {
+    if (model != nullptr && api_.aclmdlRIDestroy != nullptr) (void)api_.aclmdlRIDestroy(model);
+  }
+
+  // ---- ops
+  Engine engine() const override { return Engine::ai_core; }
+  bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const override {
+    if (op.is_view() && op.category != ops::Category::movement) return true;  // a layout change: no kernel
+    if (&op == &ops::copy__op) return in[0].shape == in[1].shape;           // a device-to-device copy
+    const AclnnRule* r = find_aclnn_rule(op.name);
+    return r != nullptr && r->supports(api_, in, attrs);
+  }
+  /// The aclnn kernels `op` launches here ("aclrtMemcpyAsync" for copy_), or "" for none.
+  std::string_view kernels(const ops::OpDef& op) const {
+    if (&op == &ops::copy__op) return "aclrtMemcpyAsync";
+    const AclnnRule* r = find_aclnn_rule(op.name);
+    return r ? r->kernels : std::string_view{};
+  }
+  double cost_us(const ops::OpDef& op, std::span<const ops::TensorMeta> in, std::span<const ops::TensorMeta> out,
+                 const ops::Attrs& attrs) const override {
+    if (op.is_view() && op.category != ops::Category::movement) return 0.0;
+    return cost_model.kernel(ops::op_cost(op, in, out, attrs));
+  }
+  /// Launches a supported op on `s`. `out` must be allocated on this device (for views: undefined).
+  void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs& attrs,
+              const Stream& s, const ScratchFn& scratch = {}) override {
+    enter();
+    if (op.is_view() && op.category != ops::Category::movement) {
+      out[0] = op.view(in[0], attrs);
+      return;
+    }
+    try {
+      if (&op == &ops::copy__op) {
+        MS_CHECK(in[0].is_contiguous() && in[1].is_contiguous(), DeviceError,
+                 "copy_: the device copy needs contiguous tensors");
+        copy_on_device_async(in[0].raw_data(), in[1].raw_data(), in[0].nbytes(), s);
+        out[0] = in[0];
+        return;
+      }
+      const AclnnRule* r = find_aclnn_rule(op.name);
+      MS_CHECK(r != nullptr, DeviceError, "{}: no aclnn mapping", op.name);
+      ScratchFn sf = scratch ? scratch : ScratchFn([this](std::size_t n) { return eager_scratch(n); });
+      LaunchCtx ctx{api_, s.raw(), std::move(sf), consts_.get(), static_cast<char*>(consts_.get()) + sizeof(float)};
+      r->launch(ctx, in, out, attrs);
+    } catch (const Error& e) {
+      rethrow_for(op, in, e);
+    }
+  }
+  /// Rethrows `e` with the op and its operands in front; keeps the type and the ACL call, code and message.
+  [[noreturn]] void rethrow_for(const ops::OpDef& op, std::span<const AnyTensor> in, const Error& e) const {
+    const std::string what = fmt::format("{} on {} ({}): {}", op.name, device(), operands(in), e.message());
+    if (e.category() == "backend_error") throw BackendError(what);
+    if (e.category() == "device_error") throw DeviceError(what);
+    throw;
+  }
+
+  // ---- host fallback bookkeeping
+  /// Ops that ran on the host because no aclnn mapping applied (each warned once).
+  std::vector<std::string> fallback_ops() const {
+    std::lock_guard lk(mu_);
+    return {warned_.begin(), warned_.end()};
+  }
+  /// Records a host fallback of `op`; prints the warning the first time for each op.
+  void note_fallback(const ops::OpDef& op, std::span<const ops::TensorMeta> in) {
+    std::lock_guard lk(mu_);
+    if (warned_.insert(op.name).second && warn_on_fallback)
+      std::fprintf(stderr, "[ms] warning: %s has no aclnn mapping for %s on %s; it runs on the host CPU\n",
+                   op.name.c_str(), ops::metas_str(in).c_str(), device().str().c_str());
+  }
+
+  AscendCostModel cost_model;
+  bool warn_on_fallback = true;
+
+ private:
+  void async_copy(void* dst, const void* src, std::size_t n, aclrtMemcpyKind kind, const Stream& s) {
+    enter();
+    if (n) acl_check(api_, api_.aclrtMemcpyAsync(dst, n, src, n, kind, s.raw()), "aclrtMemcpyAsync");
+  }
+  void* eager_scratch(std::size_t n) {
+    std::lock_guard lk(mu_);
+    scratch_.emplace_back(api_, n);
+    return scratch_.back().get();
+  }
+  void release_scratch() {
+    std::lock_guard lk(mu_);
+    scratch_.clear();
+  }
+  static std::string operands(std::span<const AnyTensor> in) {
+    std::string s;
+    for (auto& t : in) s += (s.empty() ? "" : ", ") + fmt::format("{} {}", shape_str(t.shape()), t.dtype());
+    return s;
+  }
+
+  AclApi api_;
+  int index_;
+  DeviceBuffer consts_;
+  Stream stream_;
+  mutable std::mutex mu_;
+  std::vector<DeviceBuffer> scratch_;  ///< eager scratch, freed when the eager stream is synchronized
+  std::set<std::string> warned_;
+};
+
+// ------------------------------------------------------------------ process-wide instance
+
+namespace detail {
+/// The backend of ascend:index, created on first use from $MS_ASCEND_LIBS. Never destroyed:
+/// the runtime's worker threads outlive static destruction order.
+inline Backend& ascend_instance(int index) {
+  static std::mutex mu;
+  static std::map<int, AscendBackend*> all;
+  std::lock_guard lk(mu);
+  auto& b = all[index];
+  if (b == nullptr) b = new AscendBackend(default_acl_libs(), index);
+  return *b;
+}
+}  // namespace detail
+
+/// The Ascend backend of device `index` (loads and initializes AscendCL on first use).
+inline AscendBackend& ascend_backend(int index = 0) {
+  return static_cast<AscendBackend&>(detail::ascend_instance(index));
+}
+
+// ------------------------------------------------------------------ eager dispatch
+
+namespace detail {
+
+/// Runs `op` on the host: copies the inputs down, runs the CPU kernel, copies results up.
+inline void run_on_host(AscendBackend& be, const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+                        std::span<AnyTensor> out, const ops::MetaList& metas) {
+  SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
+  be.note_fallback(op, std::span<const ops::TensorMeta>(im.data(), im.size()));
+  std::vector<AnyTensor> hin;
+  for (auto& t : in) hin.push_back(backend::to(t, Device::cpu()));
+  std::vector<AnyTensor> hout(metas.size());
+  if (op.is_view()) {  // a writer (copy_): write the host copy of input 0, then upload it over the original
+    hout[0] = op.view(hin[0], attrs);
+    be.copy_to_device(in[0].raw_data(), ops::detail::contiguous_raw(hin[0]).raw_data(), in[0].nbytes());
+    out[0] = in[0];
+    return;
+  }
+  for (std::size_t i = 0; i < metas.size(); ++i) hout[i] = AnyTensor::empty(metas[i].shape, metas[i].dtype);
+  op.kernel(ops::KernelArgs{op, hin, hout, attrs});
+  for (std::size_t i = 0; i < metas.size(); ++i) out[i] = backend::to(hout[i], be.device());
+}
+
+/// The device runner for DeviceType::ascend (installed into ops::detail::device_runners).
+inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+                          std::span<AnyTensor> out, const ops::MetaList& metas) {
+  AscendBackend& be = ascend_backend(in[0].device().index);
+  SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
+  if (!be.supports(op, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs)) {
+    run_on_host(be, op, in, attrs, out, metas);
+    return;
+  }
+  if (!op.is_view()) try {
+      for (std::size_t i = 0; i < metas.size(); ++i) {
+        const auto& m = metas[i];
+        auto st = be.allocate(static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype));
+        out[i] = AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
+      }
+    } catch (const Error& e) {
+      be.rethrow_for(op, in, e);
+    }
+  be.launch(op, in, out, attrs, be.eager_stream());
+}
+
+inline const bool ascend_registered = [] {
+  register_backend(DeviceType::ascend, &ascend_instance);
+  ops::detail::device_runners[static_cast<std::size_t>(DeviceType::ascend)] = &ascend_runner;
+  return true;
+}();
+
+}  // namespace detail
+
+}  // namespace ms::backend::ascend

@@ -1,0 +1,246 @@
+#pragma once
+// The Backend interface: what a device offers the rest of ms (memory, copies to
+// and from the host, streams, events, "can you run this op, at what cost",
+// launch, synchronize), the CPU backend as one implementation, the per-device
+// backend registry, and tensor movement between devices (ms::to, Tensor::to).
+// Must not know about any particular accelerator API: those live in their own
+// folders (backend/ascend/) and register themselves here.
+
+#include <array>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "../ops/dispatch.hpp"
+#include "../ops/views.hpp"
+
+namespace ms::backend {
+
+/// Where a node of a device graph runs (GraphEngine's engines).
+enum class Engine : std::uint8_t {
+  host_cpu,  ///< the host's CPU kernels (op.kernel); needs the data on the host
+  ai_core,   ///< the accelerator's compute cores (aclnn kernels on Ascend)
+  ai_cpu,    ///< the accelerator's own CPU cores (no host round trip); not offered by any backend yet
+};
+
+constexpr std::string_view engine_name(Engine e) {
+  switch (e) {
+    case Engine::host_cpu: return "host_cpu";
+    case Engine::ai_core: return "ai_core";
+    case Engine::ai_cpu: return "ai_cpu";
+  }
+  return "?";
+}
+
+/// A backend-owned handle (stream or event) released by its backend when the last copy goes.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(void* raw, std::function<void(void*)> release) : h_(raw, std::move(release)) {}
+  void* raw() const { return h_.get(); }
+  explicit operator bool() const { return h_ != nullptr; }
+
+ private:
+  std::shared_ptr<void> h_;
+};
+/// An in-order queue of device work. A default-constructed Stream is the backend's default stream.
+struct Stream : Handle {
+  using Handle::Handle;
+};
+/// A marker recorded on a stream; other streams (or the host) wait for it.
+struct Event : Handle {
+  using Handle::Handle;
+};
+
+/// A device runtime. All copies take byte counts; device pointers are those of Storage::data.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string_view name() const = 0;
+
+  // ---- memory
+  /// A new block of `nbytes` on this device, freed when the Storage goes.
+  virtual std::shared_ptr<Storage> allocate(std::size_t nbytes) = 0;
+  /// Synchronous copies; they wait for nothing queued on streams (synchronize first).
+  virtual void copy_to_device(void* dst, const void* host_src, std::size_t nbytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, std::size_t nbytes) = 0;
+  /// Copies ordered on `s` after the work queued there before them.
+  virtual void copy_to_device_async(void* dst, const void* host_src, std::size_t nbytes, const Stream& s) = 0;
+  virtual void copy_to_host_async(void* host_dst, const void* src, std::size_t nbytes, const Stream& s) = 0;
+  virtual void copy_on_device_async(void* dst, const void* src, std::size_t nbytes, const Stream& s) = 0;
+
+  // ---- streams and events
+  virtual Stream create_stream() = 0;
+  virtual Event create_event() = 0;
+  /// Marks the point of `s` that `e` stands for.
+  virtual void record(const Event& e, const Stream& s) = 0;
+  /// Work queued on `s` after this call starts once `e` has completed.
+  virtual void wait(const Stream& s, const Event& e) = 0;
+  /// Blocks the host until everything queued on `s` has run; throws BackendError on a device fault.
+  virtual void synchronize(const Stream& s) = 0;
+  virtual void synchronize(const Event& e) = 0;
+  /// Milliseconds between two completed events.
+  virtual float elapsed_ms(const Event& start, const Event& end) = 0;
+  /// Waits for everything on every stream of this backend.
+  virtual void synchronize_all() = 0;
+
+  // ---- stream capture (optional): record the work queued on a stream once, replay it later
+  virtual bool can_capture() const { return false; }
+  virtual void capture_begin(const Stream&) { MS_THROW(BackendError, "{}: stream capture is not supported", name()); }
+  /// Ends the capture and returns the captured model (released with destroy_model).
+  virtual void* capture_end(const Stream&) { MS_THROW(BackendError, "{}: stream capture is not supported", name()); }
+  /// Enqueues one replay of `model` on `s`.
+  virtual void replay(void*, const Stream&) { MS_THROW(BackendError, "{}: stream capture is not supported", name()); }
+  virtual void destroy_model(void*) noexcept {}
+
+  // ---- ops
+  /// True when this backend runs `op` on inputs with these metas natively (no host fallback).
+  virtual bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const = 0;
+  /// The engine a supported op runs on.
+  virtual Engine engine() const = 0;
+  /// Estimated microseconds for one call of `op` on this backend (launch overhead included).
+  virtual double cost_us(const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                         std::span<const ops::TensorMeta> out, const ops::Attrs& attrs) const = 0;
+  /// Device scratch memory for one launch, valid until the launched work has run; empty:
+  /// the backend manages it (freed when the stream is synchronized).
+  using ScratchFn = std::function<void*(std::size_t)>;
+  /// Enqueues `op` on `s`; `out` holds tensors already allocated on this device (views: undefined).
+  virtual void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,
+                      const ops::Attrs& attrs, const Stream& s, const ScratchFn& scratch = {}) = 0;
+};
+
+/// The host cost model shared by engine assignment: a few GFLOP/s per core and memory bandwidth.
+struct HostCostModel {
+  double launch_us = 0.5;
+  double flops_per_us = 2e4;  ///< 20 GFLOP/s
+  double bytes_per_us = 1e4;  ///< 10 GB/s
+  double operator()(const ops::Cost& c) const { return launch_us + c.flops / flops_per_us + c.bytes / bytes_per_us; }
+};
+
+/// The CPU: memory from the caching host allocator, streams that run everything at once.
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+  std::string_view name() const override { return "cpu"; }
+  std::shared_ptr<Storage> allocate(std::size_t nbytes) override { return Storage::host(nbytes); }
+  void copy_to_device(void* dst, const void* src, std::size_t n) override { copy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, std::size_t n) override { copy(dst, src, n); }
+  void copy_to_device_async(void* dst, const void* src, std::size_t n, const Stream&) override { copy(dst, src, n); }
+  void copy_to_host_async(void* dst, const void* src, std::size_t n, const Stream&) override { copy(dst, src, n); }
+  void copy_on_device_async(void* dst, const void* src, std::size_t n, const Stream&) override { copy(dst, src, n); }
+  // Work runs when it is launched, so streams and events carry no state.
+  Stream create_stream() override { return Stream(nullptr, [](void*) {}); }
+  Event create_event() override { return Event(nullptr, [](void*) {}); }
+  void record(const Event&, const Stream&) override {}
+  void wait(const Stream&, const Event&) override {}
+  void synchronize(const Stream&) override {}
+  void synchronize(const Event&) override {}
+  float elapsed_ms(const Event&, const Event&) override { return 0.0f; }
+  void synchronize_all() override {}
+  bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs&) const override {
+    if (op.is_view()) return true;
+    return op.kernel != nullptr && (in.empty() || op.cpu_dtypes.contains(in[static_cast<std::size_t>(std::min<int>(
+                                                      op.elementwise.dispatch_input, static_cast<int>(in.size()) - 1))].dtype));
+  }
+  Engine engine() const override { return Engine::host_cpu; }
+  double cost_us(const ops::OpDef& op, std::span<const ops::TensorMeta> in, std::span<const ops::TensorMeta> out,
+                 const ops::Attrs& attrs) const override {
+    if (op.is_view() && op.category != ops::Category::movement) return 0.0;
+    return HostCostModel{}(ops::op_cost(op, in, out, attrs));
+  }
+  void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs& attrs,
+              const Stream&, const ScratchFn& = {}) override {
+    if (op.is_view()) out[0] = op.view(in[0], attrs);
+    else op.kernel(ops::KernelArgs{op, in, out, attrs});
+  }
+
+ private:
+  static void copy(void* dst, const void* src, std::size_t n) {
+    if (n) std::memcpy(dst, src, n);
+  }
+};
+
+// ------------------------------------------------------------------ registry
+
+namespace detail {
+using BackendFactory = Backend& (*)(int index);
+inline std::array<BackendFactory, 4>& backend_factories() {
+  static std::array<BackendFactory, 4> f{};
+  return f;
+}
+inline Backend& cpu_backend_instance(int) {
+  static CpuBackend cpu;
+  return cpu;
+}
+}  // namespace detail
+
+/// Makes `factory` the provider of backends for devices of `type` (called by a backend's header).
+inline bool register_backend(DeviceType type, detail::BackendFactory factory) {
+  detail::backend_factories()[static_cast<std::size_t>(type)] = factory;
+  return true;
+}
+
+/// The backend that owns device `d`; throws DeviceError when none is registered.
+inline Backend& backend_for(Device d) {
+  if (d.is_cpu()) return detail::cpu_backend_instance(0);
+  auto f = detail::backend_factories()[static_cast<std::size_t>(d.type)];
+  MS_CHECK(f != nullptr, DeviceError, "no backend is registered for device {} (include its backend header)", d);
+  return f(d.index);
+}
+
+// ------------------------------------------------------------------ moving tensors
+
+namespace detail {
+/// Elements from the first to one past the last element a view can touch (non-negative strides).
+inline std::int64_t view_span(const AnyTensor& t) {
+  if (t.numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (int i = 0; i < t.dim(); ++i) {
+    MS_CHECK(t.strides()[i] >= 0, ValueError, "to: a view with negative stride {} (shape {}) cannot be moved",
+             t.strides()[i], shape_str(t.shape()));
+    last += (t.shape()[i] - 1) * t.strides()[i];
+  }
+  return last + 1;
+}
+}  // namespace detail
+
+/// A copy of `t` on device `d` (the same tensor when it is already there). Host to device
+/// copies the elements contiguously; device to host waits for the device's queued work,
+/// copies the span the view covers and keeps the view's strides.
+inline AnyTensor to(const AnyTensor& t, Device d) {
+  MS_CHECK(t.defined(), ValueError, "to: undefined tensor");
+  const Device from = t.device();
+  if (from == d) return t;
+  if (from.is_cpu()) {
+    AnyTensor src = t.is_contiguous() ? t : ops::detail::contiguous_raw(t);
+    Backend& be = backend_for(d);
+    auto st = be.allocate(std::max<std::size_t>(src.nbytes(), 1));
+    be.copy_to_device(st->data, src.raw_data(), src.nbytes());
+    return AnyTensor::view_of(std::move(st), t.shape(), contiguous_strides(t.shape()), 0, t.dtype());
+  }
+  Backend& src_be = backend_for(from);
+  src_be.synchronize_all();
+  const std::int64_t span = detail::view_span(t);
+  const std::size_t bytes = static_cast<std::size_t>(span) * dtype_size(t.dtype());
+  auto host = Storage::host(std::max<std::size_t>(bytes, 1));
+  src_be.copy_to_host(host->data, t.raw_data(), bytes);
+  AnyTensor h = AnyTensor::view_of(std::move(host), t.shape(), t.strides(), 0, t.dtype());
+  if (!d.is_cpu()) return to(h, d);
+  return h.is_contiguous() ? h : ops::detail::contiguous_raw(h);
+}
+
+}  // namespace ms::backend
+
+namespace ms {
+using backend::to;
+
+template <Element T>
+Tensor<T> Tensor<T>::to(Device d) const {
+  return Tensor<T>(backend::to(*this, d));
+}
+}  // namespace ms
