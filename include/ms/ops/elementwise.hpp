@@ -198,8 +198,8 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = B::size;
     if constexpr (Arity == 1) {
-      if (st[0] == 0) {  // f(scalar) broadcast
-        T v = f(a[0]);
+      if (st[0] == 0) {  // f(scalar) broadcast, computed by the batch formula like every other element
+        const T v = f(B(a[0])).get(0);
         for (; i < n; ++i) out[i] = v;
         return;
       }
@@ -211,6 +211,22 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
       else if (sa && !sb) { B va(a[0]); for (; i + W <= n; i += W) f(va, B::load_unaligned(b + i)).store_unaligned(out + i); }
       else if (!sa && sb) { B vb(b[0]); for (; i + W <= n; i += W) f(B::load_unaligned(a + i), vb).store_unaligned(out + i); }
       else { B va(a[0]), vb(b[0]); for (; i + W <= n; i += W) f(va, vb).store_unaligned(out + i); }
+    }
+    // The tail (n % W elements) goes through the same batch formula on a padded copy, so an
+    // element's value never depends on where it falls in a row or a block: eager kernels,
+    // fused blocks and any thread split give the same bits.
+    if (i < n) {
+      alignas(64) T ta[W], tb[W], to[W];
+      const std::int64_t r = n - i;
+      for (std::int64_t j = 0; j < W; ++j) {
+        const std::int64_t k = i + (j < r ? j : r - 1);  // pad with the last valid element
+        ta[j] = a[k * st[0]];
+        if constexpr (Arity == 2) tb[j] = b[k * st[1]];
+      }
+      if constexpr (Arity == 1) f(B::load_aligned(ta)).store_aligned(to);
+      else f(B::load_aligned(ta), B::load_aligned(tb)).store_aligned(to);
+      for (std::int64_t j = 0; j < r; ++j) out[i + j] = to[j];
+      return;
     }
   }
   if constexpr (Arity == 1) {
