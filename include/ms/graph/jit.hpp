@@ -16,28 +16,48 @@
 namespace ms {
 
 namespace detail {
+/// Flattens a traced function's result into graph outputs and rebuilds it from a replay's
+/// outputs. A result is a tensor, a std::vector of results or a std::tuple of results
+/// (nested freely, e.g. tuple<loss, logits, vector<grad>>). Vector lengths are recorded
+/// at trace time in `layout`, so a replay rebuilds the same structure.
 template <class R>
 struct OutputPacker {  // a single tensor
-  static void mark(graph::Capture& c, const R& r) { c.output(r); }
-  static R pack(std::vector<AnyTensor>& outs) { return R(outs.at(0)); }
+  static void mark(graph::Capture& c, const R& r, std::vector<std::size_t>&) { c.output(r); }
+  static R pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>&, std::size_t&) {
+    return R(outs.at(pos++));
+  }
 };
 template <class... Ts>
 struct OutputPacker<std::tuple<Ts...>> {
-  static void mark(graph::Capture& c, const std::tuple<Ts...>& r) {
-    std::apply([&](const auto&... t) { (c.output(t), ...); }, r);
+  static void mark(graph::Capture& c, const std::tuple<Ts...>& r, std::vector<std::size_t>& layout) {
+    std::apply([&](const auto&... t) { (OutputPacker<std::decay_t<decltype(t)>>::mark(c, t, layout), ...); }, r);
   }
-  static std::tuple<Ts...> pack(std::vector<AnyTensor>& outs) {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) { return std::tuple<Ts...>(Ts(outs.at(I))...); }(
-        std::index_sequence_for<Ts...>{});
+  static std::tuple<Ts...> pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>& layout,
+                                std::size_t& li) {
+    // Braced initialization evaluates the elements in order, so `pos` advances left to right.
+    return std::tuple<Ts...>{OutputPacker<Ts>::pack(outs, pos, layout, li)...};
   }
 };
 template <class T>
 struct OutputPacker<std::vector<T>> {
-  static void mark(graph::Capture& c, const std::vector<T>& r) {
-    for (auto& t : r) c.output(t);
+  static void mark(graph::Capture& c, const std::vector<T>& r, std::vector<std::size_t>& layout) {
+    layout.push_back(r.size());
+    for (auto& t : r) OutputPacker<T>::mark(c, t, layout);
   }
-  static std::vector<T> pack(std::vector<AnyTensor>& outs) { return std::vector<T>(outs.begin(), outs.end()); }
+  static std::vector<T> pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>& layout,
+                             std::size_t& li) {
+    const std::size_t n = layout.at(li++);
+    std::vector<T> r;
+    r.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) r.push_back(OutputPacker<T>::pack(outs, pos, layout, li));
+    return r;
+  }
 };
+template <class R>
+R pack_outputs(std::vector<AnyTensor>& outs, const std::vector<std::size_t>& layout) {
+  std::size_t pos = 0, li = 0;
+  return OutputPacker<R>::pack(outs, pos, layout, li);
+}
 }  // namespace detail
 
 /// A function compiled by tracing; call it like the original function.
@@ -67,16 +87,17 @@ class Jit {
       cache_.splice(cache_.begin(), cache_, it);  // most recently used first
       ++replays_;
       std::vector<AnyTensor> outs = cache_.front().exe->run({static_cast<const AnyTensor&>(args)...});
-      return detail::OutputPacker<R>::pack(outs);
+      return detail::pack_outputs<R>(outs, cache_.front().layout);
     }
     // Trace: run eagerly under a capture, then compile.
     graph::Capture cap;
     (cap.input(args), ...);
     R result = fn_(args...);
-    detail::OutputPacker<R>::mark(cap, result);
+    std::vector<std::size_t> layout;
+    detail::OutputPacker<R>::mark(cap, result, layout);
     graph::Graph g = cap.finish();
     auto exe = std::make_shared<backend::Executable>(backend::compile(std::move(g), opt_));
-    cache_.push_front(Entry{std::move(key), std::move(exe)});
+    cache_.push_front(Entry{std::move(key), std::move(exe), std::move(layout)});
     if (cache_.size() > cache_size_) cache_.pop_back();
     ++traces_;
     return result;
@@ -93,6 +114,7 @@ class Jit {
   struct Entry {
     std::vector<std::int64_t> key;
     std::shared_ptr<backend::Executable> exe;
+    std::vector<std::size_t> layout;  ///< vector lengths in the result, in trace order
   };
   static void append_signature(std::vector<std::int64_t>& key, const AnyTensor& t) {
     key.push_back(static_cast<std::int64_t>(t.dtype()));
