@@ -14,7 +14,7 @@
 #include <string_view>
 #include <utility>
 
-#include "../ops/unary.hpp"  // before binary.hpp, which uses logical_not
+#include "../ops/unary.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/factory.hpp"
 #include "../ops/inplace.hpp"

@@ -17,7 +17,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "../ops/unary.hpp"  // before binary.hpp, which uses logical_not
+#include "../ops/unary.hpp"
 #include "../ops/linalg.hpp"
 #include "../ops/nn.hpp"
 #include "../ops/views.hpp"

@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "../ops/unary.hpp"  // before binary.hpp (via tape.hpp), which uses logical_not
+#include "../ops/unary.hpp"
 #include "../autograd/tape.hpp"
 #include "../core/tensor.hpp"
 #include "../ops/inplace.hpp"

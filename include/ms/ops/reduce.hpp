@@ -260,10 +260,7 @@ inline AnyTensor reduced_last_copy(const AnyTensor& x, std::uint32_t& mask) {
         nk += pass == 0;
       }
   mask = x.dim() == 0 ? 0u : ((1u << x.dim()) - 1u) & ~((1u << nk) - 1u);
-  AnyTensor c = AnyTensor::empty(s, x.dtype());
-  const AnyTensor v[1] = {AnyTensor::view_of(x.storage(), s, st, x.offset(), x.dtype())};
-  run_elementwise(copy_op.elementwise.block[static_cast<int>(x.dtype())], v, c, nullptr);
-  return c;
+  return contiguous_raw(AnyTensor::view_of(x.storage(), s, st, x.offset(), x.dtype()));
 }
 
 // ---- combine policies (one formula for scalars and xsimd batches) ------------------------------

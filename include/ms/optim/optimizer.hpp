@@ -33,7 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "../ops/unary.hpp"  // before binary.hpp, which uses logical_not
+#include "../ops/unary.hpp"
 #include "../autograd/tape.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/factory.hpp"
