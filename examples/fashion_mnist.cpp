@@ -4,17 +4,20 @@
 //
 //   fashion_mnist [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X]
 //                 [--eager] [--threads T] [--limit N]
+//                 [--profile TRACE.json] [--dump CONFIG.json]
+//
+// --profile records every op of the first epoch (each replayed graph node, fused
+// nodes with their members' names), prints the per-op-type table and writes a Chrome
+// trace-event timeline (open it in ui.perfetto.dev or chrome://tracing).
+// --dump (or the environment variable MS_DUMP_CONFIG) dumps op inputs/outputs as
+// .npy files chosen by a MindSpore-style JSON config, one iteration per training
+// step, plus every parameter and its gradient for the selected iterations (see
+// docs/observability.md and examples/dump_fc1.json).
 //
 // DATA_DIR defaults to $MS_FASHION_MNIST_DIR or Debian's /usr/share/datasets/fashion-mnist
 // (package dataset-fashion-mnist). --eager trains without capture (for comparison).
 
 #include <ms/ms.hpp>
-#include <ms/autograd/nn_rules.hpp>
-#include <ms/data/idx.hpp>
-#include <ms/data/loader.hpp>
-#include <ms/nn/nn.hpp>
-#include <ms/ops/nn.hpp>
-#include <ms/optim/optimizer.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
   std::int64_t batch = 64, limit = 0;
   double lr = 1e-3;
   bool eager = false;
+  std::string profile_path, dump_config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -75,8 +79,10 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--eager") eager = true;
+    else if (a == "--profile") profile_path = next();
+    else if (a == "--dump") dump_config = next();
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X] [--eager] [--threads T] [--limit N]\n", argv[0]);
+      std::printf("usage: %s [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X] [--eager] [--threads T] [--limit N] [--profile TRACE.json] [--dump CONFIG.json]\n", argv[0]);
       return 0;
     } else dir = a;
   }
@@ -107,12 +113,18 @@ int main(int argc, char** argv) {
     ms::optim::Adam opt(model->parameters(), lr);
     std::vector<ms::AnyTensor> params = model->parameters_any();
 
-    // One training step: forward, loss, gradients, update. Returns (loss, logits).
+    std::unique_ptr<ms::DataDump> dump =
+        dump_config.empty() ? ms::DataDump::from_env() : ms::DataDump::from_file(dump_config);
+    std::vector<std::string> param_names;
+    for (const auto& [name, p] : model->named_parameters()) param_names.push_back(name);
+
+    // One training step: forward, loss, gradients, update. Returns (loss, logits, gradients).
     auto train_step = [&](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
       Tensor<float> logits = (*model)(x);
       Tensor<float> loss = ms::cross_entropy(logits, y);
-      opt.step(ms::autograd::grad(loss, params));
-      return std::make_tuple(loss, logits);
+      std::vector<ms::AnyTensor> grads = ms::autograd::grad(loss, params);
+      opt.step(grads);
+      return std::make_tuple(loss, logits, grads);
     };
     auto captured = ms::jit(train_step);
     auto evaluate = ms::jit([&](const Tensor<float>& x) {
@@ -121,14 +133,24 @@ int main(int argc, char** argv) {
     });
 
     ms::data::DataLoader loader(train.images, train.labels, batch, /*shuffle=*/true, /*seed=*/0, /*drop_last=*/true);
+    ms::Profiler profiler;
+    if (dump) dump->start();
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       model->train();
+      if (epoch == 1 && !profile_path.empty()) profiler.start();
       double loss_sum = 0;
       std::int64_t right = 0, seen = 0;
       std::size_t done = 0;
       auto t0 = std::chrono::steady_clock::now();
       for (const ms::data::Batch& b : loader) {
-        auto [loss, logits] = eager ? train_step(b.images, b.labels) : captured(b.images, b.labels);
+        auto [loss, logits, grads] = eager ? train_step(b.images, b.labels) : captured(b.images, b.labels);
+        if (dump) {  // parameters (after the update) and their gradients, then the next iteration
+          for (std::size_t i = 0; i < params.size(); ++i) {
+            dump->dump_tensor(param_names[i], params[i]);
+            dump->dump_tensor(param_names[i] + ".grad", grads[i]);
+          }
+          dump->next_iteration();
+        }
         loss_sum += loss.item();
         right += correct(logits, b.labels);
         seen += b.size();
@@ -140,6 +162,17 @@ int main(int argc, char** argv) {
         }
       }
       std::printf("\n");
+      if (profiler.running()) {
+        profiler.stop();
+        std::printf("%s", profiler.table().c_str());
+        profiler.write_chrome_trace(profile_path);
+        std::printf("timeline of epoch 1 (%zu ops) written to %s\n", profiler.events().size(), profile_path.c_str());
+      }
+    }
+    if (dump) {
+      dump->stop();
+      std::printf("data dump: %lld .npy files under %s\n", static_cast<long long>(dump->files_written()),
+                  dump->config().path.c_str());
     }
     model->eval();
     std::int64_t right = 0;
