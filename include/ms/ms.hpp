@@ -36,3 +36,4 @@
 #include "graph/jit.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/rules.hpp"
+#include "ops/custom.hpp"

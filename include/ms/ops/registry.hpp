@@ -163,6 +163,12 @@ struct Cost {
 };
 
 struct OpDef;
+struct GradArgs;
+
+/// The gradient rule of an op that has none but must not be silently skipped by autodiff
+/// (user-defined ops): autodiff records the op, and a backward pass that reaches it throws
+/// NotImplementedError naming the op. differentiable() is false for such ops.
+inline std::vector<AnyTensor> missing_grad(const GradArgs& args);
 
 /// Arguments of a CPU kernel: inputs, preallocated outputs (shaped by inference), attributes.
 struct KernelArgs {
@@ -222,7 +228,7 @@ struct OpDef {
   ElementwiseInfo elementwise;      ///< for unary/binary/ternary/compare ops
   bool is_random = false;           ///< results differ between calls (never CSE'd or folded)
 
-  bool differentiable() const { return grad != nullptr; }
+  bool differentiable() const { return grad != nullptr && grad != &missing_grad; }
   bool is_view() const { return view != nullptr; }
 };
 
@@ -281,6 +287,12 @@ class Registry {
   std::vector<std::unique_ptr<OpDef>> ops_;
   std::map<std::string, const OpDef*, std::less<>> by_name_;
 };
+
+inline std::vector<AnyTensor> missing_grad(const GradArgs& a) {
+  MS_THROW(NotImplementedError,
+           "backward: op '{}' has no gradient rule{}{}; define one when registering the op, or detach() its inputs",
+           a.op.name, a.op.nondiff_reason.empty() ? "" : ": ", a.op.nondiff_reason);
+}
 
 /// The registry of all ops (built-in and user-defined).
 inline Registry& registry() {
