@@ -37,3 +37,5 @@
 #include "autograd/tape.hpp"
 #include "autograd/rules.hpp"
 #include "ops/custom.hpp"
+#include "graph/freeze.hpp"
+#include "backend/inference.hpp"
