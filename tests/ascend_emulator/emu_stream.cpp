@@ -23,6 +23,11 @@ struct Model {
   std::vector<Task> tasks;
 };
 
+/// The error state of the stream whose worker is running the current task: an event
+/// recorded after a failure carries the failure to the streams that wait for it.
+thread_local int t_stream_error = ACL_SUCCESS;
+thread_local std::string t_stream_error_msg;
+
 struct Stream {
   std::mutex mu;
   std::condition_variable cv_work, cv_done;
@@ -56,6 +61,11 @@ struct Stream {
       }
       int rc = ACL_SUCCESS;
       std::string msg;
+      {
+        std::lock_guard lk(mu);
+        t_stream_error = error;
+        t_stream_error_msg = error_msg;
+      }
       if (!skip) {
         sleep_ns(task.delay_ns);
         rc = run_task_body(task);
@@ -89,6 +99,8 @@ struct Event {
   std::condition_variable cv;
   uint64_t issued = 0, completed = 0;  // records enqueued / reached
   Clock::time_point stamp{};
+  int error = ACL_SUCCESS;  // the recording stream had failed when the last record ran
+  std::string error_msg;
 };
 
 struct Registry {
@@ -315,6 +327,8 @@ MS_EMU_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
       std::lock_guard lk(e->mu);
       e->stamp = Clock::now();
       if (seq > e->completed) e->completed = seq;
+      e->error = t_stream_error;
+      e->error_msg = t_stream_error_msg;
     }
     e->cv.notify_all();
     return ACL_SUCCESS;
@@ -344,6 +358,13 @@ MS_EMU_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   task.body = [e, target] {
     std::unique_lock lk(e->mu);
     e->cv.wait(lk, [&] { return e->completed >= target; });
+    // Work that depends on a failed stream fails too (as a device exception does on hardware).
+    if (e->error != ACL_SUCCESS) {
+      const int rc = e->error;
+      const std::string msg = e->error_msg;
+      lk.unlock();
+      return fail(rc, strf("aclrtStreamWaitEvent: the awaited stream failed: %s", msg.c_str()));
+    }
     return ACL_SUCCESS;
   };
   return enqueue(stream, std::move(task), fn, nullptr);

@@ -33,7 +33,9 @@
  *   MS_EMU_FAULT_STREAM       a kernel fails while executing on its stream; later
  *                             kernels and copies on that stream are skipped and the
  *                             next aclrtSynchronizeStream returns
- *                             ACL_ERROR_RT_AICORE_EXCEPTION (507015), which clears it
+ *                             ACL_ERROR_RT_AICORE_EXCEPTION (507015), which clears it;
+ *                             an event recorded on the failed stream carries the error
+ *                             to every stream that waits for it (which fails the same way)
  *   MS_EMU_FAULT_MEMCPY       a host<->device aclrtMemcpy/aclrtMemcpyAsync returns
  *                             ACL_ERROR_RT_COPY_DATA (507052)
  * For ALLOC, OP_WORKSPACE, OP_LAUNCH and MEMCPY the counted events are calls of

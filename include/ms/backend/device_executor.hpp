@@ -1,0 +1,718 @@
+#pragma once
+// GraphEngine-style compilation of a captured graph for a device backend:
+// engine assignment by cost (counting the copies a placement implies), stream
+// assignment (independent branches on separate streams joined by events), and
+// loop sinking (run_sunk: N steps per host round trip, inputs staged on the
+// device, results returned once per sink). The IR dump shows every decision.
+// Must not know about a particular device API: it talks to backend::Backend.
+//
+// Memory: every value gets its own device (or host) buffer at compile time, so
+// each node's operands are fixed and iterations can be launched back to back
+// (or captured once and replayed). Graph inputs are device slots refilled from
+// a staging slab per step; params and constants are uploaded once and params
+// are written back on sync_params_to_host().
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "../graph/capture.hpp"
+#include "../graph/passes.hpp"
+#include "../ops/inplace.hpp"
+#include "backend.hpp"
+
+namespace ms::backend {
+
+struct DeviceCompileOptions {
+  graph::PassOptions passes = [] {
+    graph::PassOptions p;
+    p.fuse = false;  // fused host programs have no device kernel; keep the ops the device maps
+    return p;
+  }();
+  bool optimize = true;
+  int max_streams = 4;                 ///< 1: everything on one stream
+  std::set<std::string> pin_ops;      ///< op names that run on the host CPU
+  std::set<std::string> pin_nodes;    ///< node names ("add_3") that run on the host CPU
+  /// Any other node this returns true for runs on the host (a region: e.g. by name prefix).
+  std::function<bool(const graph::Node&)> pin_to_cpu;
+  /// Replay one captured iteration per step when the backend can (one stream, no host nodes).
+  bool capture = false;
+};
+
+/// Where and how one node runs.
+struct Placement {
+  Engine engine = Engine::ai_core;
+  int stream = -1;              ///< device nodes only
+  std::string reason;           ///< why this engine: "aclnn", "view", "no aclnn mapping", "pinned", "cost"
+  double cost_us = 0;           ///< estimated cost of the chosen placement, copies included
+  int copies_in = 0;            ///< operands copied between host and device for this node
+  std::vector<int> waits;       ///< nodes on other streams this one waits for (events)
+};
+
+/// Options of run_sunk.
+struct SinkOptions {
+  std::int64_t sink_size = 0;   ///< steps per host round trip; 0: all of them (one epoch)
+  /// Called once per sink with that sink's results (host tensors, one row per step).
+  std::function<void(std::int64_t first_step, std::int64_t steps, const std::vector<AnyTensor>& outputs)> on_sink;
+};
+
+struct SunkResult {
+  std::vector<AnyTensor> outputs;  ///< per graph output: (steps, ...) on the host
+  std::int64_t steps = 0;
+  std::int64_t sinks = 0;
+  std::uint64_t interactions = 0;  ///< host<->device synchronizations performed
+};
+
+class DeviceExecutable {
+ public:
+  DeviceExecutable(DeviceExecutable&&) = default;
+  DeviceExecutable& operator=(DeviceExecutable&&) = default;
+
+  /// One step: host inputs in, host outputs out.
+  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
+    SunkResult r = run_sunk(inputs, SinkOptions{1, {}});
+    std::vector<AnyTensor> outs;
+    for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+      AnyTensor o = r.outputs[i];
+      outs.push_back(AnyTensor::view_of(o.storage(), out_meta(i).shape, contiguous_strides(out_meta(i).shape), 0,
+                                        o.dtype()));
+    }
+    return outs;
+  }
+  std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
+    return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
+  }
+
+  /// Runs as many steps as `data` holds: data[i] stacks the steps' values of graph input i
+  /// along axis 0 (shape (steps * b, ...) for an input of shape (b, ...)). Each sink stages
+  /// its inputs on the device (one copy per input), launches its steps without waiting,
+  /// and synchronizes once to bring back the results.
+  SunkResult run_sunk(std::span<const AnyTensor> data, const SinkOptions& opt = {});
+
+  /// Copies the device values of the params (weights, optimizer state) into their host tensors.
+  void sync_params_to_host();
+
+  const graph::Graph& graph() const { return graph_; }
+  const std::vector<Placement>& placements() const { return place_; }
+  /// The IR dump with each node's engine, stream, waits and copies.
+  std::string dump() const;
+  int num_streams() const { return static_cast<int>(streams_.size()); }
+  std::size_t num_host_nodes() const {
+    return static_cast<std::size_t>(std::count_if(place_.begin(), place_.end(), [](const Placement& p) {
+      return p.engine == Engine::host_cpu;
+    }));
+  }
+  /// Host<->device synchronizations since compile.
+  std::uint64_t interactions() const { return interactions_; }
+  bool captured() const { return captured_; }
+
+ private:
+  friend DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt);
+  DeviceExecutable() = default;
+
+  enum class StepKind { device, host, to_host, to_device, view };
+  struct Step {
+    StepKind kind;
+    int node = -1;       ///< graph node (device/host/view)
+    graph::ValueId value = -1;  ///< transfers
+    int stream = 0;
+    std::vector<AnyTensor> in, out;
+    std::vector<int> wait_events;  ///< indices into events_
+    int record_event = -1;
+    std::vector<std::shared_ptr<Storage>> scratch;  ///< per-step device scratch, reused every iteration
+    std::size_t scratch_next = 0;
+  };
+  const ops::TensorMeta& out_meta(std::size_t i) const { return graph_.value(graph_.outputs()[i]).meta; }
+  void run_iteration();
+  void run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
+                 const std::vector<std::shared_ptr<Storage>>& stage_in,
+                 const std::vector<std::shared_ptr<Storage>>& stage_out, std::int64_t steps, std::int64_t sink,
+                 const SinkOptions& opt);
+  void* step_scratch(Step& s, std::size_t n) {
+    if (s.scratch_next < s.scratch.size() && s.scratch[s.scratch_next]->nbytes >= n)
+      return s.scratch[s.scratch_next++]->data;
+    auto st = be_->allocate(n);
+    if (s.scratch_next < s.scratch.size()) s.scratch[s.scratch_next] = st;
+    else s.scratch.push_back(st);
+    ++s.scratch_next;
+    return st->data;
+  }
+  void launch_device(Step& s);
+  void host_sync() {
+    for (auto& st : streams_) be_->synchronize(st);
+    ++interactions_;
+  }
+
+  graph::Graph graph_;
+  Backend* be_ = nullptr;
+  std::vector<Placement> place_;
+  std::vector<Step> steps_;
+  std::vector<Stream> streams_;
+  std::vector<Event> events_;
+  std::vector<Event> fence_;          ///< per stream: its end of the iteration
+  Event start_;                       ///< recorded on stream 0 at the start of an iteration
+  std::vector<AnyTensor> dev_, host_; ///< per value
+  std::vector<bool> dev_home_;        ///< per value: the device copy is the one graph outputs read
+  std::uint64_t interactions_ = 0;
+  bool captured_ = false, want_capture_ = false;
+  std::shared_ptr<void> model_;       ///< the captured iteration (aclmdlRI) when captured_
+};
+
+/// Places `g` on backend `be` (engines and streams) and allocates its buffers.
+DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt = {});
+
+/// Traces `fn(args...)` once (it runs eagerly on the host, as ms::jit's first call does)
+/// and returns the graph with the arguments as inputs and the results as outputs.
+template <class F, class... Args>
+graph::Graph trace(F&& fn, const Args&... args);
+
+// ====================================================================== implementation
+
+namespace detail {
+
+inline std::size_t meta_bytes(const ops::TensorMeta& m) {
+  return static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype);
+}
+
+inline AnyTensor device_tensor(Backend& be, const ops::TensorMeta& m) {
+  auto st = be.allocate(std::max<std::size_t>(meta_bytes(m), 1));
+  return AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
+}
+
+/// View ops that never need a contiguous input (reshape-like ones may copy).
+inline bool layout_only_view(const ops::OpDef& op) {
+  static const std::set<std::string, std::less<>> ok = {"permute", "transpose", "expand", "slice",
+                                                        "squeeze", "unsqueeze", "t"};
+  return ok.count(op.name) > 0;
+}
+
+}  // namespace detail
+
+inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt) {
+  MS_CHECK(!be.device().is_cpu(), DeviceError, "compile_for_device: {} is the host; use backend::compile", be.device());
+  DeviceExecutable ex;
+  ex.be_ = &be;
+  if (opt.optimize) graph::optimize(g, opt.passes);
+  g.compact();
+  graph::verify(g);
+  ex.graph_ = std::move(g);
+  const graph::Graph& G = ex.graph_;
+  const auto& nodes = G.nodes();
+  const std::size_t nv = G.values().size();
+  const HostCostModel host_cost;
+  // Copy and sync figures for placing nodes; from the backend when it has them.
+  const double copy_fixed_us = 10.0, copy_bytes_per_us = 1e4, sync_us = 20.0;
+  auto copy_cost = [&](const ops::TensorMeta& m) {
+    return copy_fixed_us + static_cast<double>(detail::meta_bytes(m)) / copy_bytes_per_us;
+  };
+
+  // ---- engine assignment, in topological order. Inputs, params and constants live on the device.
+  std::vector<bool> on_dev(nv, true);  // where each value is produced
+  ex.place_.resize(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    Placement& p = ex.place_[i];
+    SmallVec<ops::TensorMeta, 4> in, out;
+    for (auto v : n.inputs) in.push_back(G.value(v).meta);
+    for (auto v : n.outputs) out.push_back(G.value(v).meta);
+    std::span<const ops::TensorMeta> ins(in.data(), in.size()), outs(out.data(), out.size());
+    const bool writer = n.op->is_view() && n.op->category == ops::Category::movement;
+    if (n.op->is_view() && !writer) {
+      const bool dev_in = on_dev[static_cast<std::size_t>(n.inputs[0])];
+      if (dev_in && !detail::layout_only_view(*n.op)) {
+        // reshape-like views copy when the input is not contiguous; device values are contiguous
+        // unless they are themselves views, which is when the host must do it.
+        const auto& src = G.value(n.inputs[0]);
+        const bool viewed = src.kind == graph::ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op->is_view();
+        if (viewed) {
+          p = {Engine::host_cpu, -1, "view of a view (may copy)", 0, 1, {}};
+          on_dev[static_cast<std::size_t>(n.outputs[0])] = false;
+          continue;
+        }
+      }
+      p = {dev_in ? be.engine() : Engine::host_cpu, -1, "view", 0, 0, {}};
+      on_dev[static_cast<std::size_t>(n.outputs[0])] = dev_in;
+      continue;
+    }
+    const bool pinned = opt.pin_ops.count(n.op->name) || opt.pin_nodes.count(n.name) || (opt.pin_to_cpu && opt.pin_to_cpu(n));
+    const bool dev_ok = !n.fused && be.supports(*n.op, ins, n.attrs);
+    double dev_cost = 0, host_cost_us = 0;
+    int dev_copies = 0, host_copies = 0;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      if (on_dev[static_cast<std::size_t>(n.inputs[k])]) { host_cost_us += copy_cost(in[k]); ++host_copies; }
+      else { dev_cost += copy_cost(in[k]); ++dev_copies; }
+    }
+    if (host_copies > 0) host_cost_us += sync_us;
+    if (writer && on_dev[static_cast<std::size_t>(n.inputs[0])]) host_cost_us += copy_cost(in[0]);  // write back
+    dev_cost += dev_ok ? be.cost_us(*n.op, ins, outs, n.attrs) : 0;
+    host_cost_us += host_cost(ops::op_cost(*n.op, ins, outs, n.attrs));
+    bool use_dev;
+    if (pinned) { use_dev = false; p.reason = "pinned"; }
+    else if (!dev_ok) { use_dev = false; p.reason = n.fused ? "fused host program" : "no aclnn mapping"; }
+    else if (host_cost_us < dev_cost) { use_dev = false; p.reason = "cost"; }
+    else { use_dev = true; p.reason = "aclnn"; }
+    p.engine = use_dev ? be.engine() : Engine::host_cpu;
+    p.cost_us = use_dev ? dev_cost : host_cost_us;
+    p.copies_in = use_dev ? dev_copies : host_copies;
+    for (auto v : n.outputs) on_dev[static_cast<std::size_t>(v)] = writer ? on_dev[static_cast<std::size_t>(n.inputs[0])] : use_dev;
+  }
+
+  // ---- dependencies: data edges, plus write-after-read for nodes that write into an input.
+  std::vector<std::vector<int>> deps(nodes.size());
+  std::vector<int> producer(nv, -1);
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (auto v : nodes[i].outputs) producer[static_cast<std::size_t>(v)] = static_cast<int>(i);
+  // Root storage of each value (a view aliases its input's root).
+  std::vector<graph::ValueId> root(nv);
+  for (std::size_t v = 0; v < nv; ++v) root[v] = static_cast<graph::ValueId>(v);
+  for (const auto& n : nodes)
+    if (n.op->is_view()) root[static_cast<std::size_t>(n.outputs[0])] = root[static_cast<std::size_t>(n.inputs[0])];
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    for (auto v : n.inputs)
+      if (producer[static_cast<std::size_t>(v)] >= 0) deps[i].push_back(producer[static_cast<std::size_t>(v)]);
+    if (n.op->is_view() && n.op->category == ops::Category::movement) {
+      const graph::ValueId r = root[static_cast<std::size_t>(n.inputs[0])];
+      for (std::size_t j = 0; j < i; ++j)
+        for (auto v : nodes[j].inputs)
+          if (root[static_cast<std::size_t>(v)] == r) deps[i].push_back(static_cast<int>(j));
+    }
+    std::sort(deps[i].begin(), deps[i].end());
+    deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());
+  }
+  // Views run nowhere: a node depending on a view depends on what the view depends on.
+  auto resolve = [&](int j, auto& self) -> std::vector<int> {
+    if (!nodes[static_cast<std::size_t>(j)].op->is_view() ||
+        nodes[static_cast<std::size_t>(j)].op->category == ops::Category::movement)
+      return {j};
+    std::vector<int> r;
+    for (int d : deps[static_cast<std::size_t>(j)]) {
+      auto x = self(d, self);
+      r.insert(r.end(), x.begin(), x.end());
+    }
+    return r;
+  };
+
+  // ---- stream assignment: a node continues the stream of a producer it follows directly
+  // (the first such), else it opens a new stream (up to max_streams, then the least used).
+  const int max_streams = std::max(1, opt.max_streams);
+  std::vector<int> tail;  // last node on each stream
+  std::vector<int> load;
+  std::vector<bool> dev_node(nodes.size(), false);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Placement& p = ex.place_[i];
+    const bool is_kernel = p.engine != Engine::host_cpu && (!nodes[i].op->is_view() || nodes[i].op->category == ops::Category::movement);
+    if (!is_kernel) continue;
+    dev_node[i] = true;
+    std::vector<int> pred;
+    for (int d : deps[i]) for (int r : resolve(d, resolve)) if (dev_node[static_cast<std::size_t>(r)]) pred.push_back(r);
+    int s = -1;
+    for (int r : pred)
+      if (tail[static_cast<std::size_t>(ex.place_[static_cast<std::size_t>(r)].stream)] == r) {
+        s = ex.place_[static_cast<std::size_t>(r)].stream;
+        break;
+      }
+    if (s < 0) {
+      if (static_cast<int>(tail.size()) < max_streams) {
+        tail.push_back(-1);
+        load.push_back(0);
+        s = static_cast<int>(tail.size()) - 1;
+      } else {
+        s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      }
+    }
+    p.stream = s;
+    tail[static_cast<std::size_t>(s)] = static_cast<int>(i);
+    ++load[static_cast<std::size_t>(s)];
+    for (int r : pred)
+      if (ex.place_[static_cast<std::size_t>(r)].stream != s) p.waits.push_back(r);
+    std::sort(p.waits.begin(), p.waits.end());
+    p.waits.erase(std::unique(p.waits.begin(), p.waits.end()), p.waits.end());
+  }
+  if (tail.empty()) tail.push_back(-1);
+  for (std::size_t s = 0; s < tail.size(); ++s) {
+    ex.streams_.push_back(be.create_stream());
+    ex.fence_.push_back(be.create_event());
+  }
+  ex.start_ = be.create_event();
+
+  // ---- buffers: device copies of inputs (slots), params and constants; one buffer per device value.
+  ex.dev_.assign(nv, AnyTensor());
+  ex.host_.assign(nv, AnyTensor());
+  ex.dev_home_.assign(nv, false);
+  for (std::size_t v = 0; v < nv; ++v) {
+    const graph::Value& val = G.values()[v];
+    if (val.kind == graph::ValueKind::node) continue;
+    ex.dev_home_[v] = true;
+    if (val.kind == graph::ValueKind::input) {
+      ex.dev_[v] = detail::device_tensor(be, val.meta);
+    } else if (val.uses > 0 || val.kind == graph::ValueKind::param) {
+      AnyTensor src = val.data.is_contiguous() ? val.data : ops::detail::contiguous_raw(val.data);
+      ex.dev_[v] = detail::device_tensor(be, val.meta);
+      be.copy_to_device(ex.dev_[v].raw_data(), src.raw_data(), src.nbytes());
+      if (val.kind == graph::ValueKind::constant) ex.host_[v] = src;
+    }
+  }
+  auto host_buf = [&](graph::ValueId v) -> AnyTensor& {
+    auto& h = ex.host_[static_cast<std::size_t>(v)];
+    if (!h.defined()) h = AnyTensor::empty(G.value(v).meta.shape, G.value(v).meta.dtype);
+    return h;
+  };
+  auto dev_buf = [&](graph::ValueId v) -> AnyTensor& {
+    auto& d = ex.dev_[static_cast<std::size_t>(v)];
+    if (!d.defined()) d = detail::device_tensor(be, G.value(v).meta);
+    return d;
+  };
+
+  // ---- steps, with the transfers each placement implies. Validity of each copy within an
+  // iteration: inputs/params live on the device; constants on both sides.
+  std::vector<bool> dev_valid(nv, false), host_valid(nv, false);
+  for (std::size_t v = 0; v < nv; ++v) {
+    auto k = G.values()[v].kind;
+    if (k != graph::ValueKind::node) dev_valid[v] = true;
+    if (k == graph::ValueKind::constant) host_valid[v] = true;
+  }
+  std::vector<int> event_of(nodes.size(), -1);
+  auto event_for = [&](int node) {
+    if (event_of[static_cast<std::size_t>(node)] < 0) {
+      event_of[static_cast<std::size_t>(node)] = static_cast<int>(ex.events_.size());
+      ex.events_.push_back(be.create_event());
+    }
+    return event_of[static_cast<std::size_t>(node)];
+  };
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (int w : ex.place_[i].waits) event_for(w);
+  using SK = DeviceExecutable::StepKind;
+  std::vector<int> step_of_node(nodes.size(), -1);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    const Placement& p = ex.place_[i];
+    const bool writer = n.op->is_view() && n.op->category == ops::Category::movement;
+    const bool host = p.engine == Engine::host_cpu;
+    DeviceExecutable::Step s{host ? SK::host : (n.op->is_view() && !writer ? SK::view : SK::device), static_cast<int>(i), -1,
+                             std::max(p.stream, 0), {}, {}, {}, -1, {}, 0};
+    for (auto v : n.inputs) {
+      const auto vi = static_cast<std::size_t>(v);
+      if (host && !host_valid[vi]) {
+        ex.steps_.push_back({SK::to_host, -1, v, 0, {dev_buf(v)}, {host_buf(v)}, {}, -1, {}, 0});
+        host_valid[vi] = true;
+      } else if (!host && !dev_valid[vi]) {
+        ex.steps_.push_back({SK::to_device, -1, v, 0, {host_buf(v)}, {dev_buf(v)}, {}, -1, {}, 0});
+        dev_valid[vi] = true;
+      }
+      s.in.push_back(host ? host_buf(v) : dev_buf(v));
+    }
+    for (int w : p.waits) s.wait_events.push_back(event_of[static_cast<std::size_t>(w)]);
+    s.record_event = event_of[i];
+    if (s.kind == SK::view) {
+      AnyTensor o = n.op->view(s.in[0], n.attrs);  // layout only: no data is touched
+      ex.dev_[static_cast<std::size_t>(n.outputs[0])] = o;
+      dev_valid[static_cast<std::size_t>(n.outputs[0])] = true;
+      continue;  // nothing to do at run time
+    }
+    if (host && n.op->is_view() && !writer) {
+      AnyTensor o = n.op->view(s.in[0], n.attrs);
+      ex.host_[static_cast<std::size_t>(n.outputs[0])] = o;
+      host_valid[static_cast<std::size_t>(n.outputs[0])] = true;
+      continue;
+    }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      const auto v = n.outputs[k];
+      const auto vi = static_cast<std::size_t>(v);
+      if (writer) {  // the output is input 0, written in place
+        (host ? ex.host_[vi] : ex.dev_[vi]) = s.in[0];
+      }
+      s.out.push_back(host ? host_buf(v) : dev_buf(v));
+      host_valid[vi] = host;
+      dev_valid[vi] = !host;
+    }
+    step_of_node[i] = static_cast<int>(ex.steps_.size());
+    ex.steps_.push_back(std::move(s));
+    if (writer) {
+      // Writing one side of a value makes the other side stale; a host write into a device
+      // value (a param) goes back up at once.
+      const graph::ValueId r = root[static_cast<std::size_t>(n.inputs[0])];
+      if (host && G.value(r).kind != graph::ValueKind::node) {
+        ex.steps_.push_back({SK::to_device, -1, n.inputs[0], 0, {host_buf(n.inputs[0])}, {dev_buf(n.inputs[0])}, {}, -1, {}, 0});
+      }
+      for (std::size_t v = 0; v < nv; ++v)
+        if (root[v] == r && v != static_cast<std::size_t>(n.outputs[0])) {
+          if (host) dev_valid[v] = G.value(r).kind != graph::ValueKind::node;
+          else host_valid[v] = false;
+        }
+    }
+  }
+  // Graph outputs are read from the device unless a host node produced them last.
+  for (auto v : G.outputs()) {
+    const auto vi = static_cast<std::size_t>(v);
+    ex.dev_home_[vi] = dev_valid[vi];
+    if (!dev_valid[vi]) host_buf(v);
+    MS_CHECK(!dev_valid[vi] || ex.dev_[vi].is_contiguous(), DeviceError,
+             "compile_for_device: graph output %{} is a non-contiguous view on the device", v);
+  }
+  ex.want_capture_ = opt.capture && ex.streams_.size() == 1 && ex.num_host_nodes() == 0;
+  return ex;
+}
+
+inline void DeviceExecutable::launch_device(Step& s) {
+  const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+  const Stream& st = streams_[static_cast<std::size_t>(s.stream)];
+  for (int e : s.wait_events) be_->wait(st, events_[static_cast<std::size_t>(e)]);
+  s.scratch_next = 0;
+  Backend::ScratchFn scratch = [this, &s](std::size_t bytes) { return step_scratch(s, bytes); };
+  be_->launch(*n.op, s.in, s.out, n.attrs, st, scratch);
+  if (s.record_event >= 0) be_->record(events_[static_cast<std::size_t>(s.record_event)], st);
+}
+
+inline void DeviceExecutable::run_iteration() {
+  // Side streams start after stream 0 reaches this iteration (so they never overwrite what
+  // the previous iteration still reads); stream 0 ends after every side stream.
+  if (streams_.size() > 1) {
+    be_->record(start_, streams_[0]);
+    for (std::size_t k = 1; k < streams_.size(); ++k) be_->wait(streams_[k], start_);
+  }
+  if (captured_) {
+    be_->replay(model_.get(), streams_[0]);  // the kernels captured in run_sunk
+  } else {
+    // Host work waits for the device once per stretch of host steps: synchronous copies are
+    // not ordered after queued kernels, which may still read the buffers they overwrite.
+    bool synced = false;
+    for (Step& s : steps_) {
+      if (s.kind != StepKind::device && s.kind != StepKind::view && !synced) {
+        host_sync();
+        synced = true;
+      }
+      switch (s.kind) {
+        case StepKind::view: break;
+        case StepKind::device:
+          launch_device(s);
+          synced = false;
+          break;
+        case StepKind::to_host: be_->copy_to_host(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
+        case StepKind::to_device: be_->copy_to_device(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
+        case StepKind::host: {
+          const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+          if (n.op->is_view()) s.out[0] = n.op->view(s.in[0], n.attrs);  // copy_ on the host
+          else n.op->kernel(ops::KernelArgs{*n.op, s.in, s.out, n.attrs});
+          break;
+        }
+      }
+    }
+  }
+  if (streams_.size() > 1) {
+    for (std::size_t k = 1; k < streams_.size(); ++k) {
+      be_->record(fence_[k], streams_[k]);
+      be_->wait(streams_[0], fence_[k]);
+    }
+  }
+}
+
+inline SunkResult DeviceExecutable::run_sunk(std::span<const AnyTensor> data, const SinkOptions& opt) {
+  const auto& gin = graph_.inputs();
+  MS_CHECK(data.size() == gin.size(), ValueError, "run_sunk: the graph takes {} inputs, got {}", gin.size(), data.size());
+  std::int64_t steps = -1;
+  std::vector<AnyTensor> host_data;
+  for (std::size_t i = 0; i < gin.size(); ++i) {
+    const auto& m = graph_.value(gin[i]).meta;
+    const AnyTensor& d = data[i];
+    MS_CHECK(d.defined() && d.device().is_cpu(), DeviceError, "run_sunk: input {} must be a host tensor", i);
+    MS_CHECK(d.dtype() == m.dtype, DTypeError, "run_sunk: input {} must be {}, got {}", i, m.dtype, d.dtype());
+    const std::int64_t b = m.shape.rank() == 0 ? 1 : m.shape[0];
+    const std::int64_t per = numel(m.shape);
+    MS_CHECK(per > 0 && d.numel() % per == 0 && (m.shape.rank() == 0 || d.dim() == m.shape.rank() || d.numel() == per),
+             ShapeError, "run_sunk: input {} {} does not stack steps of {}", i, shape_str(d.shape()), shape_str(m.shape));
+    const std::int64_t k = d.numel() / per;
+    (void)b;
+    MS_CHECK(steps < 0 || k == steps, ShapeError, "run_sunk: input {} holds {} steps, input 0 holds {}", i, k, steps);
+    steps = k;
+    host_data.push_back(d.is_contiguous() ? d : ops::detail::contiguous_raw(d));
+  }
+  if (gin.empty()) steps = 1;
+  const std::int64_t sink = opt.sink_size > 0 ? std::min(opt.sink_size, steps) : steps;
+  SunkResult r;
+  r.steps = steps;
+  const std::uint64_t before = interactions_;
+  const auto& gout = graph_.outputs();
+  for (auto v : gout) {
+    Shape s = graph_.value(v).meta.shape;
+    std::vector<std::int64_t> dims{steps};
+    dims.insert(dims.end(), s.begin(), s.end());
+    r.outputs.push_back(AnyTensor::empty(Shape(dims), graph_.value(v).meta.dtype));
+  }
+  // Device staging for one sink: inputs of `sink` steps, results of `sink` steps.
+  std::vector<std::shared_ptr<Storage>> stage_in, stage_out;
+  for (auto v : gin) stage_in.push_back(be_->allocate(std::max<std::size_t>(1, detail::meta_bytes(graph_.value(v).meta) * static_cast<std::size_t>(sink))));
+  for (auto v : gout) stage_out.push_back(be_->allocate(std::max<std::size_t>(1, detail::meta_bytes(graph_.value(v).meta) * static_cast<std::size_t>(sink))));
+  const Stream& main = streams_[0];
+
+  if (want_capture_ && !captured_ && be_->can_capture()) {
+    // Capture one iteration's kernels on the single stream; each step then replays them.
+    be_->capture_begin(main);
+    try {
+      for (Step& s : steps_)
+        if (s.kind == StepKind::device) launch_device(s);
+    } catch (...) {
+      try {
+        be_->destroy_model(be_->capture_end(main));
+      } catch (const Error&) {  // the first error is the one to report
+      }
+      throw;
+    }
+    Backend* be = be_;
+    model_ = std::shared_ptr<void>(be_->capture_end(main), [be](void* m) { be->destroy_model(m); });
+    captured_ = true;
+  }
+
+  try {
+    run_sinks(r, host_data, stage_in, stage_out, steps, sink, opt);
+  } catch (...) {
+    // Queued work may still use the staging buffers: wait for it (its own error is secondary).
+    for (auto& st : streams_) {
+      try {
+        be_->synchronize(st);
+      } catch (const Error&) {
+      }
+    }
+    throw;
+  }
+  r.interactions = interactions_ - before;
+  return r;
+}
+
+inline void DeviceExecutable::run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
+                                        const std::vector<std::shared_ptr<Storage>>& stage_in,
+                                        const std::vector<std::shared_ptr<Storage>>& stage_out, std::int64_t steps,
+                                        std::int64_t sink, const SinkOptions& opt) {
+  const auto& gin = graph_.inputs();
+  const auto& gout = graph_.outputs();
+  const Stream& main = streams_[0];
+  for (std::int64_t first = 0; first < steps; first += sink) {
+    const std::int64_t n = std::min(sink, steps - first);
+    for (std::size_t i = 0; i < gin.size(); ++i) {
+      const std::size_t bytes = detail::meta_bytes(graph_.value(gin[i]).meta);
+      be_->copy_to_device_async(stage_in[i]->data, static_cast<const char*>(host_data[i].raw_data()) + bytes * static_cast<std::size_t>(first),
+                                bytes * static_cast<std::size_t>(n), main);
+    }
+    for (std::int64_t k = 0; k < n; ++k) {
+      for (std::size_t i = 0; i < gin.size(); ++i) {
+        const std::size_t bytes = detail::meta_bytes(graph_.value(gin[i]).meta);
+        be_->copy_on_device_async(dev_[static_cast<std::size_t>(gin[i])].raw_data(),
+                                  static_cast<char*>(stage_in[i]->data) + bytes * static_cast<std::size_t>(k), bytes, main);
+      }
+      run_iteration();
+      for (std::size_t j = 0; j < gout.size(); ++j) {
+        const auto v = static_cast<std::size_t>(gout[j]);
+        const std::size_t bytes = detail::meta_bytes(graph_.value(gout[j]).meta);
+        char* dst = static_cast<char*>(stage_out[j]->data) + bytes * static_cast<std::size_t>(k);
+        if (dev_home_[v]) be_->copy_on_device_async(dst, dev_[v].raw_data(), bytes, main);
+        else be_->copy_to_device(dst, host_[v].raw_data(), bytes);  // host-produced: already synchronized
+      }
+    }
+    for (std::size_t j = 0; j < gout.size(); ++j) {
+      const std::size_t bytes = detail::meta_bytes(graph_.value(gout[j]).meta);
+      be_->copy_to_host_async(static_cast<char*>(r.outputs[j].raw_data()) + bytes * static_cast<std::size_t>(first),
+                              stage_out[j]->data, bytes * static_cast<std::size_t>(n), main);
+    }
+    be_->synchronize(main);  // the one host<->device meeting of this sink
+    ++interactions_;
+    ++r.sinks;
+    if (opt.on_sink) {
+      std::vector<AnyTensor> part;
+      for (auto& o : r.outputs) {
+        Shape s = o.shape();
+        s[0] = n;
+        const std::int64_t row = o.numel() / std::max<std::int64_t>(1, o.shape()[0]);
+        part.push_back(AnyTensor::view_of(o.storage(), s, contiguous_strides(s), first * row, o.dtype()));
+      }
+      opt.on_sink(first, n, part);
+    }
+  }
+}
+
+inline void DeviceExecutable::sync_params_to_host() {
+  for (auto& s : streams_) be_->synchronize(s);
+  ++interactions_;
+  for (auto v : graph_.params()) {
+    const graph::Value& val = graph_.value(v);
+    const AnyTensor& d = dev_[static_cast<std::size_t>(v)];
+    if (!d.defined()) continue;
+    MS_CHECK(val.data.is_contiguous(), DeviceError, "sync_params_to_host: param {} is not contiguous", val.name);
+    be_->copy_to_host(val.data.raw_data(), d.raw_data(), d.nbytes());
+  }
+}
+
+inline std::string DeviceExecutable::dump() const {
+  const graph::Graph& G = graph_;
+  std::size_t dev = 0, host = 0, views = 0, events = 0, h2d = 0, d2h = 0;
+  std::set<std::string> fallback;
+  for (std::size_t i = 0; i < place_.size(); ++i) {
+    const auto& p = place_[i];
+    if (p.reason == "view") ++views;
+    else if (p.engine == Engine::host_cpu) {
+      ++host;
+      if (p.reason == "no aclnn mapping") fallback.insert(G.nodes()[i].op->name);
+    } else ++dev;
+    events += p.waits.size();
+  }
+  for (const auto& s : steps_) {
+    if (s.kind == StepKind::to_device) ++h2d;
+    if (s.kind == StepKind::to_host) ++d2h;
+  }
+  std::string out = fmt::format(
+      "# device graph on {}: {} device kernels, {} host nodes, {} views; {} stream(s), {} cross-stream waits; "
+      "per step {} host->device and {} device->host copies{}\n",
+      be_->device(), dev, host, views, streams_.size(), events, h2d, d2h,
+      fallback.empty() ? std::string() : fmt::format("; host fallback: {}", fmt::join(fallback, ", ")));
+  std::string ir = G.str();
+  // Annotate each node line ("... # name") with its placement.
+  std::size_t node = 0, pos = 0;
+  while (pos < ir.size()) {
+    std::size_t end = ir.find('\n', pos);
+    if (end == std::string::npos) end = ir.size();
+    std::string line = ir.substr(pos, end - pos);
+    while (node < G.nodes().size() && G.nodes()[node].dead) ++node;
+    if (node < G.nodes().size() && line.size() > G.nodes()[node].name.size() &&
+        line.ends_with("# " + G.nodes()[node].name)) {
+      const auto& p = place_[node];
+      std::string where = fmt::format("  @{}", engine_name(p.engine));
+      if (p.engine != Engine::host_cpu && p.reason != "view") where += fmt::format(" stream {}", p.stream);
+      where += fmt::format(" ({}", p.reason);
+      if (p.copies_in) where += fmt::format(", {} copies in", p.copies_in);
+      if (p.reason != "view") where += fmt::format(", ~{:.1f} us", p.cost_us);
+      where += ")";
+      if (!p.waits.empty()) {
+        std::vector<std::string> w;
+        for (int k : p.waits) w.push_back(G.nodes()[static_cast<std::size_t>(k)].name);
+        where += fmt::format(" waits [{}]", fmt::join(w, ", "));
+      }
+      line += where;
+      ++node;
+    }
+    out += line + "\n";
+    pos = end + 1;
+  }
+  return out;
+}
+
+namespace detail {
+inline void mark_outputs(graph::Capture& c, const AnyTensor& t) { c.output(t); }
+template <class T>
+void mark_outputs(graph::Capture& c, const std::vector<T>& v) {
+  for (auto& t : v) c.output(t);
+}
+template <class... Ts>
+void mark_outputs(graph::Capture& c, const std::tuple<Ts...>& r) {
+  std::apply([&](const auto&... t) { (c.output(t), ...); }, r);
+}
+}  // namespace detail
+
+template <class F, class... Args>
+graph::Graph trace(F&& fn, const Args&... args) {
+  graph::Capture cap;
+  (cap.input(args), ...);
+  auto result = fn(args...);
+  detail::mark_outputs(cap, result);
+  return cap.finish();
+}
+
+}  // namespace ms::backend

@@ -1,0 +1,354 @@
+// Tests of graph compilation for a device (ms/backend/device_executor.hpp) on the
+// Ascend adapter against the emulator: results equal the CPU, engine assignment
+// (aclnn, host fallback, cost, pinning) visible in the IR dump, two independent
+// branches overlapping on two streams, loop sinking with host<->device
+// interactions == ceil(steps / sink_size), capture/replay, faults during a sunk
+// run, and an MLP trained on the device reaching the CPU's accuracy.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include <ms/ms.hpp>
+#include <ms/backend/ascend/ascend_backend.hpp>
+#include <ms/backend/device_executor.hpp>
+
+#include "../ascend_emulator/ms_emulator.h"
+
+#ifndef MS_ASCEND_EMULATOR_PATH
+
+TEST_CASE("Ascend device graph tests", "[ascend]") {
+  WARN("SKIPPED: MS_ASCEND_EMULATOR_PATH is not defined, so the Ascend emulator was not built; "
+       "the [ascend] device graph tests did not run");
+}
+
+#else
+
+namespace {
+
+using namespace ms;
+using backend::ascend::AscendBackend;
+using Catch::Matchers::Contains;
+namespace nn = ms::nn;
+
+AscendBackend& emu() {
+  static const bool env = [] { return setenv("MS_ASCEND_LIBS", MS_ASCEND_EMULATOR_PATH, 1) == 0; }();
+  (void)env;
+  return backend::ascend::ascend_backend(0);
+}
+
+const msEmuApi& ctl() {
+  static const msEmuApi c = [] {
+    msEmuApi a{};
+    if (msEmuLoadApi(MS_ASCEND_EMULATOR_PATH, &a) != 0) throw std::runtime_error("cannot load the msEmu* API");
+    return a;
+  }();
+  return c;
+}
+
+msEmuCounters counters() {
+  msEmuCounters c{};
+  ctl().GetCounters(&c);
+  return c;
+}
+
+struct EmuFixture {
+  EmuFixture() {
+    emu().warn_on_fallback = false;
+    ctl().SetLatency(0, 0, 0, 0);
+    ctl().ClearFaults();
+  }
+  ~EmuFixture() {
+    ctl().ClearFaults();
+    ctl().ResetLatency();
+  }
+};
+
+void require_close(const AnyTensor& got, const AnyTensor& want, double tol = 1e-5) {
+  REQUIRE(got.shape() == want.shape());
+  auto g = Tensor<float>(got).to_vector(), w = Tensor<float>(want).to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i])));
+  }
+}
+
+/// The line of `dump` for node `name`.
+std::string line_of(const std::string& dump, const std::string& name) {
+  const std::string key = "# " + name + "  @";
+  auto p = dump.find(key);
+  if (p == std::string::npos) return "(no line for " + name + ")";
+  auto b = dump.rfind('\n', p) + 1, e = dump.find('\n', p);
+  return dump.substr(b, e - b);
+}
+
+template <class E, class F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+std::shared_ptr<nn::Sequential> small_mlp(std::int64_t in, std::int64_t hidden, std::int64_t out) {
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(hidden, out)});
+}
+
+/// A model, its optimizer and its training step (forward, loss, gradients, Adam update).
+struct Trainer {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<optim::Adam> opt;
+  std::vector<AnyTensor> params;
+  Trainer(std::int64_t in, std::int64_t hidden, std::int64_t out, double lr) {
+    manual_seed(0);
+    model = small_mlp(in, hidden, out);
+    opt = std::make_unique<optim::Adam>(model->parameters(), lr);
+    params = model->parameters_any();
+  }
+  auto step_fn() {
+    return [this](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
+      Tensor<float> logits = (*model)(x);
+      Tensor<float> loss = ms::cross_entropy(logits, y);
+      opt->step(ms::autograd::grad(loss, params));
+      return std::make_tuple(loss, logits);
+    };
+  }
+};
+
+Tensor<float> rows(const Tensor<float>& t, std::int64_t a, std::int64_t b) { return t.slice(0, a, b).contiguous(); }
+Tensor<std::int64_t> rows(const Tensor<std::int64_t>& t, std::int64_t a, std::int64_t b) {
+  return t.slice(0, a, b).contiguous();
+}
+
+}  // namespace
+
+TEST_CASE("device graph: results equal the CPU and the dump shows the engines", "[ascend]") {
+  EmuFixture fx;
+  Tensor<float> x = ms::randn<float>({4, 6}), w = ms::randn<float>({3, 6}), b = ms::randn<float>({3});
+  auto f = [&](const Tensor<float>& xx) { return ms::softmax(ms::relu(ms::linear(xx, w, b)), 1); };
+  Tensor<float> want = f(x);
+  backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu());
+  auto out = ex.run({x});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].device().is_cpu());
+  require_close(out[0], want);
+  const std::string d = ex.dump();
+  INFO(d);
+  CHECK_THAT(d, Contains("# device graph on ascend:0: 3 device kernels, 0 host nodes"));
+  CHECK_THAT(line_of(d, "linear_0"), Contains("@ai_core stream 0 (aclnn"));
+  CHECK_THAT(line_of(d, "softmax_0"), Contains("@ai_core stream 0 (aclnn"));
+  // A second run with other data reuses the compiled buffers.
+  Tensor<float> x2 = ms::randn<float>({4, 6});
+  require_close(ex.run({x2})[0], f(x2));
+}
+
+TEST_CASE("device graph: engine assignment by support, cost and pinning", "[ascend]") {
+  EmuFixture fx;
+  Tensor<float> x = ms::randn<float>({8, 8}), w = ms::randn<float>({8, 8});
+  // erf has no aclnn row: host. neg of its result is cheaper on the host than a copy up.
+  // The matmul reads only device values: device. relu is pinned to the host.
+  auto f = [&](const Tensor<float>& xx) {
+    Tensor<float> a = ms::neg(ms::erf(xx));
+    Tensor<float> m = ms::matmul(xx, w);
+    return ms::add(ms::relu(m), a);
+  };
+  Tensor<float> want = f(x);
+  backend::DeviceCompileOptions opt;
+  opt.pin_ops = {"relu"};
+  backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
+  const std::string d = ex.dump();
+  INFO(d);
+  CHECK_THAT(line_of(d, "erf_0"), Contains("@host_cpu (no aclnn mapping, 1 copies in"));
+  CHECK_THAT(line_of(d, "neg_0"), Contains("@host_cpu (cost"));
+  CHECK_THAT(line_of(d, "matmul_0"), Contains("@ai_core"));
+  CHECK_THAT(line_of(d, "relu_0"), Contains("@host_cpu (pinned, 1 copies in"));
+  CHECK_THAT(d, Contains("host fallback: erf"));
+  CHECK(ex.num_host_nodes() == 4);  // erf, neg, relu, and add (its inputs are both on the host)
+  auto c0 = counters();
+  require_close(ex.run({x})[0], want);
+  auto c1 = counters();
+  // One sync before the host stretch (erf, neg), one before relu's, one at the end.
+  CHECK(ex.interactions() == 3);
+  CHECK(c1.syncs - c0.syncs >= 3);
+}
+
+TEST_CASE("device graph: independent branches overlap on two streams", "[ascend]") {
+  EmuFixture fx;
+  Tensor<float> x = ms::randn<float>({4, 4}), y = ms::randn<float>({4, 4});
+  auto f = [](const Tensor<float>& a, const Tensor<float>& b) {
+    Tensor<float> p = ms::tanh(ms::tanh(ms::tanh(ms::tanh(a))));
+    Tensor<float> q = ms::sigmoid(ms::sigmoid(ms::sigmoid(ms::sigmoid(b))));
+    return ms::add(p, q);
+  };
+  Tensor<float> want = f(x, y);
+  backend::DeviceCompileOptions one, two;
+  one.max_streams = 1;
+  two.max_streams = 2;
+  auto serial = backend::compile_for_device(backend::trace(f, x, y), emu(), one);
+  auto parallel = backend::compile_for_device(backend::trace(f, x, y), emu(), two);
+  CHECK(serial.num_streams() == 1);
+  REQUIRE(parallel.num_streams() == 2);
+  const std::string d = parallel.dump();
+  INFO(d);
+  CHECK_THAT(line_of(d, "tanh_0"), Contains("stream 0"));
+  CHECK_THAT(line_of(d, "sigmoid_0"), Contains("stream 1"));
+  CHECK_THAT(line_of(d, "add_0"), Contains("waits [sigmoid_3]"));
+  ctl().SetLatency(20'000'000, 0, 0, 0);  // 20 ms per kernel: 9 kernels, 5 on the longer path
+  auto time = [&](backend::DeviceExecutable& ex) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = ex.run({x, y});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    require_close(out[0], want);
+    return s;
+  };
+  const double ts = time(serial), tp = time(parallel);
+  INFO("one stream " << ts << " s, two streams " << tp << " s");
+  CHECK(ts >= 0.18);
+  CHECK(tp < 0.75 * ts);
+}
+
+TEST_CASE("device graph: sunk training takes ceil(steps / sink_size) interactions", "[ascend]") {
+  EmuFixture fx;
+  const std::int64_t B = 8, steps = 10;
+  Tensor<float> X = ms::randn<float>({steps * B, 1, 4, 4});
+  Tensor<std::int64_t> Y = ms::randint<std::int64_t>(0, 3, {steps * B});
+  // Reference: the CPU replays the same training step.
+  Trainer cpu(16, 8, 3, 0.01);
+  auto jit = ms::jit(cpu.step_fn());
+  std::vector<float> cpu_loss;
+  for (std::int64_t s = 0; s < steps; ++s) cpu_loss.push_back(std::get<0>(jit(rows(X, s * B, (s + 1) * B), rows(Y, s * B, (s + 1) * B))).item());
+
+  for (std::int64_t sink : {std::int64_t{1}, std::int64_t{3}, std::int64_t{0}}) {
+    INFO("sink_size " << sink);
+    Trainer dev(16, 8, 3, 0.01);
+    auto step = dev.step_fn();
+    // Tracing runs step 0 on the host; the device runs steps 1..9.
+    graph::Graph g = backend::trace(step, rows(X, 0, B), rows(Y, 0, B));
+    auto ex = backend::compile_for_device(std::move(g), emu());
+    CHECK(ex.num_host_nodes() == 0);
+    const std::int64_t n = steps - 1;
+    std::vector<std::int64_t> reported;
+    backend::SinkOptions so;
+    so.sink_size = sink;
+    so.on_sink = [&](std::int64_t first, std::int64_t k, const std::vector<AnyTensor>& outs) {
+      reported.push_back(first);
+      CHECK(outs[0].shape() == Shape{k});
+    };
+    auto c0 = counters();
+    auto r = ex.run_sunk(std::vector<AnyTensor>{rows(X, B, steps * B), rows(Y, B, steps * B)}, so);
+    auto c1 = counters();
+    const std::int64_t sinks = sink == 0 ? 1 : (n + sink - 1) / sink;
+    CHECK(r.sinks == sinks);
+    CHECK(r.interactions == static_cast<std::uint64_t>(sinks));
+    CHECK(c1.syncs - c0.syncs == static_cast<std::uint64_t>(sinks));
+    CHECK(c1.h2d_copies - c0.h2d_copies == static_cast<std::uint64_t>(2 * sinks));  // x and y, once per sink
+    CHECK(c1.d2h_copies - c0.d2h_copies == static_cast<std::uint64_t>(2 * sinks));  // loss and logits
+    CHECK(reported.size() == static_cast<std::size_t>(sinks));
+    REQUIRE(r.outputs[0].shape() == Shape{n});
+    auto dl = Tensor<float>(r.outputs[0]).to_vector();
+    for (std::int64_t s = 0; s < n; ++s) CHECK(dl[static_cast<std::size_t>(s)] == Approx(cpu_loss[static_cast<std::size_t>(s + 1)]).epsilon(1e-4));
+    // The trained weights come back to the host model and equal the CPU's.
+    ex.sync_params_to_host();
+    for (std::size_t p = 0; p < dev.params.size(); ++p) require_close(dev.params[p], cpu.params[p], 1e-4);
+  }
+}
+
+TEST_CASE("device graph: a captured iteration replays once per step", "[ascend]") {
+  EmuFixture fx;
+  const std::int64_t B = 4, steps = 6;
+  Tensor<float> X = ms::randn<float>({steps * B, 1, 2, 3});
+  Tensor<std::int64_t> Y = ms::randint<std::int64_t>(0, 2, {steps * B});
+  std::vector<float> plain, replayed;
+  for (bool capture : {false, true}) {
+    Trainer t(6, 5, 2, 0.05);
+    auto step = t.step_fn();
+    backend::DeviceCompileOptions opt;
+    opt.capture = capture;
+    opt.max_streams = 1;
+    auto ex = backend::compile_for_device(backend::trace(step, rows(X, 0, B), rows(Y, 0, B)), emu(), opt);
+    auto c0 = counters();
+    auto r = ex.run_sunk(std::vector<AnyTensor>{rows(X, B, steps * B), rows(Y, B, steps * B)});
+    auto c1 = counters();
+    CHECK(ex.captured() == capture);
+    CHECK(c1.capture_replays - c0.capture_replays == (capture ? static_cast<std::uint64_t>(steps - 1) : 0u));
+    if (capture) CHECK(c1.launches == c0.launches);  // only the captured kernels ran
+    (capture ? replayed : plain) = Tensor<float>(r.outputs[0]).to_vector();
+  }
+  REQUIRE(plain.size() == replayed.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(replayed[i] == Approx(plain[i]).epsilon(1e-6));
+}
+
+TEST_CASE("device graph: a device fault in a sunk run is a BackendError and leaks nothing", "[ascend]") {
+  EmuFixture fx;
+  const std::int64_t B = 4, steps = 5;
+  Tensor<float> X = ms::randn<float>({steps * B, 1, 2, 3});
+  Tensor<std::int64_t> Y = ms::randint<std::int64_t>(0, 2, {steps * B});
+  emu().synchronize_all();
+  auto base = counters();
+  {
+    Trainer t(6, 5, 2, 0.05);
+    auto step = t.step_fn();
+    auto ex = backend::compile_for_device(backend::trace(step, rows(X, 0, B), rows(Y, 0, B)), emu());
+    ctl().InjectFault(MS_EMU_FAULT_STREAM, 30);
+    CHECK_THAT(thrown<BackendError>([&] { ex.run_sunk(std::vector<AnyTensor>{X, Y}); }),
+               Contains("aclrtSynchronizeStream failed with code 507015"));
+    ctl().InjectFault(MS_EMU_FAULT_OP_LAUNCH, 3);
+    CHECK_THAT(thrown<BackendError>([&] { ex.run_sunk(std::vector<AnyTensor>{X, Y}); }),
+               Contains("failed with code 361001"));
+  }
+  auto c = counters();
+  CHECK(c.live_allocations == base.live_allocations);
+  CHECK(c.live_streams == base.live_streams);
+  CHECK(c.live_events == base.live_events);
+  CHECK(c.live_tensors == base.live_tensors);
+  CHECK(c.live_executors == base.live_executors);
+}
+
+TEST_CASE("device graph: an MLP trained on the device with sinking reaches the CPU accuracy", "[ascend][slow]") {
+  auto dir = data::find_fashion_mnist();
+  if (!dir) {
+    WARN("SKIPPED: Fashion-MNIST not found (install dataset-fashion-mnist or set MS_FASHION_MNIST_DIR)");
+    return;
+  }
+  EmuFixture fx;
+  auto train = data::load_fashion_mnist(*dir, true, true);
+  auto test = data::load_fashion_mnist(*dir, false, true);
+  const std::int64_t B = 50, steps = 40, epochs = 3;  // 2000 images, 3 epochs
+  Tensor<float> X = rows(train.images, 0, steps * B);
+  Tensor<std::int64_t> Y = rows(train.labels, 0, steps * B);
+  Tensor<float> TX = rows(test.images, 0, 1000);
+  Tensor<std::int64_t> TY = rows(test.labels, 0, 1000);
+  auto accuracy = [&](nn::Sequential& m) {
+    NoGradGuard ng;
+    Tensor<std::int64_t> pred = ms::argmax(m(TX), 1);
+    return static_cast<double>(ms::sum(ms::cast<std::int64_t>(pred == TY)).item()) / 1000.0;
+  };
+  Trainer cpu(784, 32, 10, 2e-3);
+  auto jit = ms::jit(cpu.step_fn());
+  for (std::int64_t e = 0; e < epochs; ++e)
+    for (std::int64_t s = 0; s < steps; ++s) jit(rows(X, s * B, (s + 1) * B), rows(Y, s * B, (s + 1) * B));
+  const double cpu_acc = accuracy(*cpu.model);
+
+  Trainer dev(784, 32, 10, 2e-3);
+  auto step = dev.step_fn();
+  auto ex = backend::compile_for_device(backend::trace(step, rows(X, 0, B), rows(Y, 0, B)), emu());
+  auto c0 = counters();
+  // Epoch 1 continues after the traced step; the others run whole. sink_size: one epoch.
+  ex.run_sunk(std::vector<AnyTensor>{rows(X, B, steps * B), rows(Y, B, steps * B)});
+  for (std::int64_t e = 1; e < epochs; ++e) ex.run_sunk(std::vector<AnyTensor>{X, Y});
+  auto c1 = counters();
+  CHECK(c1.syncs - c0.syncs == static_cast<std::uint64_t>(epochs));
+  ex.sync_params_to_host();
+  const double dev_acc = accuracy(*dev.model);
+  INFO("cpu accuracy " << cpu_acc << ", device accuracy " << dev_acc);
+  CHECK(cpu_acc > 0.6);
+  CHECK(std::abs(dev_acc - cpu_acc) <= 0.01);
+}
+
+#endif  // MS_ASCEND_EMULATOR_PATH
