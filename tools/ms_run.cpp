@@ -1,0 +1,186 @@
+// ms-run: load a frozen model (ms::freeze), run it on inputs read from .npy files, and write
+// its outputs as .npy files; optionally time repeated runs.
+//
+//   ms-run MODEL [--backend cpu] [--out FILE.npy] [--repeat N] [--warmup W] [--info] INPUT.npy...
+//
+// Exit status: 0 on success, 2 on a usage error or an ms::Error (its message is printed),
+// 1 on anything else.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <ms/ms.hpp>
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage:
+  ms-run MODEL [options] INPUT.npy...
+      Loads MODEL (a file written by ms::freeze), runs it once on the inputs (one .npy
+      file per model input, in order; NAME=FILE.npy gives an input by name) and prints
+      each output's dtype, shape and values.
+  options:
+      --backend NAME   the backend to run on (this build: cpu)
+      --out FILE.npy   writes the output there (several outputs: FILE_0.npy, FILE_1.npy, ...)
+      --repeat N       then runs N more times and prints latency percentiles (ms)
+      --warmup W       untimed runs before the timed ones (default 3 with --repeat)
+      --threads T      intra-op threads
+      --info           prints the model's inputs, outputs, metadata and compiled graph, and exits
+  ms-run help
+Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string meta_str(const ms::ops::TensorMeta& m) { return fmt::format("{} {}", m.dtype, ms::shape_str(m.shape)); }
+
+/// The p-th percentile (0..100) of sorted values, by linear interpolation (NumPy's default).
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const double pos = p / 100.0 * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  ms::InferenceOptions opt;
+  std::string model_path, out_path;
+  std::vector<std::string> inputs;
+  long repeat = 0, warmup = -1;
+  int threads = 0;
+  bool info = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+      return args[++i];
+    };
+    auto number = [&](const std::string& v, long lo) {
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < lo) throw UsageError(fmt::format("{}: '{}' is not an integer >= {}", a, v, lo));
+      return n;
+    };
+    if (a == "--backend") opt.backend = value();
+    else if (a == "--out" || a == "-o") out_path = value();
+    else if (a == "--repeat") repeat = number(value(), 1);
+    else if (a == "--warmup") warmup = number(value(), 0);
+    else if (a == "--threads") threads = static_cast<int>(number(value(), 1));
+    else if (a == "--info") info = true;
+    else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
+    else if (model_path.empty()) model_path = a;
+    else inputs.push_back(a);
+  }
+  if (model_path.empty()) throw UsageError("no MODEL given");
+  if (threads > 0) ms::set_num_threads(threads);
+
+  ms::InferenceModel model = ms::InferenceModel::load(model_path, opt);
+  const auto& in_metas = model.input_metas();
+  if (info) {
+    fmt::print("model {} (loaded and compiled for {} in {:.2f} ms)\n", model_path, model.backend_name(),
+               model.load_seconds() * 1e3);
+    for (std::size_t i = 0; i < in_metas.size(); ++i)
+      fmt::print("input {} \"{}\": {}\n", i, model.input_names()[i], meta_str(in_metas[i]));
+    for (std::size_t i = 0; i < model.output_metas().size(); ++i)
+      fmt::print("output {}: {}\n", i, meta_str(model.output_metas()[i]));
+    for (auto& [k, v] : model.metadata())
+      if (k != "ms.graph") fmt::print("metadata {} = {}\n", k, v);
+    fmt::print("compiled graph ({} steps, arena {} bytes):\n{}", model.executable().num_steps(),
+               model.executable().arena_bytes(), model.executable().graph().str());
+    return 0;
+  }
+
+  // Inputs: positional, or NAME=FILE.npy.
+  std::vector<ms::AnyTensor> feed(in_metas.size());
+  std::size_t next = 0;
+  for (const std::string& spec : inputs) {
+    std::size_t slot = next;
+    std::string file = spec;
+    auto eq = spec.find('=');
+    if (eq != std::string::npos && !std::filesystem::exists(spec)) {
+      const std::string name = spec.substr(0, eq);
+      file = spec.substr(eq + 1);
+      auto it = std::find(model.input_names().begin(), model.input_names().end(), name);
+      if (it == model.input_names().end())
+        throw UsageError(fmt::format("the model has no input named '{}' (inputs: {})", name,
+                                     fmt::join(model.input_names(), ", ")));
+      slot = static_cast<std::size_t>(it - model.input_names().begin());
+    } else {
+      while (slot < feed.size() && feed[slot].defined()) ++slot;
+      next = slot + 1;
+    }
+    if (slot >= feed.size())
+      throw UsageError(fmt::format("too many inputs: the model takes {}", in_metas.size()));
+    if (feed[slot].defined()) throw UsageError(fmt::format("input {} is given twice", slot));
+    feed[slot] = ms::load_npy(file);
+    const auto& m = in_metas[slot];
+    if (feed[slot].dtype() != m.dtype || !(feed[slot].shape() == m.shape))
+      throw UsageError(fmt::format("input {} \"{}\" must be {}, but {} holds {} {}", slot, model.input_names()[slot],
+                                   meta_str(m), file, feed[slot].dtype(), ms::shape_str(feed[slot].shape())));
+  }
+  for (std::size_t i = 0; i < feed.size(); ++i)
+    if (!feed[i].defined())
+      throw UsageError(fmt::format("input {} \"{}\" ({}) is missing", i, model.input_names()[i], meta_str(in_metas[i])));
+
+  std::vector<ms::AnyTensor> outs = model.run(feed);
+  for (std::size_t i = 0; i < outs.size(); ++i) fmt::print("output {}: {}\n", i, outs[i]);
+  if (!out_path.empty()) {
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      std::filesystem::path p = out_path;
+      if (outs.size() > 1) p = p.parent_path() / fmt::format("{}_{}{}", p.stem().string(), i, p.extension().string());
+      ms::save_npy(p, outs[i]);
+      fmt::print("wrote {}\n", p.string());
+    }
+  }
+  if (repeat > 0) {
+    if (warmup < 0) warmup = 3;
+    for (long i = 0; i < warmup; ++i) model.run(feed);
+    std::vector<double> ms_times;
+    ms_times.reserve(static_cast<std::size_t>(repeat));
+    for (long i = 0; i < repeat; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = model.run(feed);
+      auto t1 = std::chrono::steady_clock::now();
+      ms_times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms_times.begin(), ms_times.end());
+    double mean = 0;
+    for (double t : ms_times) mean += t;
+    mean /= static_cast<double>(ms_times.size());
+    fmt::print("latency over {} runs ({} warmup, {} threads, backend {}): min {:.4f} ms, p50 {:.4f} ms, p90 {:.4f} ms, "
+               "p99 {:.4f} ms, max {:.4f} ms, mean {:.4f} ms\n",
+               repeat, warmup, ms::get_num_threads(), model.backend_name(), ms_times.front(),
+               percentile(ms_times, 50), percentile(ms_times, 90), percentile(ms_times, 99), ms_times.back(), mean);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ms-run: %s (run `ms-run help` for usage)\n", e.what());
+    return 2;
+  } catch (const ms::Error& e) {
+    std::fprintf(stderr, "ms-run: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ms-run: unexpected error: %s\n", e.what());
+    return 1;
+  }
+}
