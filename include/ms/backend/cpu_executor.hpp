@@ -247,7 +247,9 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
       std::size_t bytes = static_cast<std::size_t>(numel(meta.shape)) * dtype_size(meta.dtype);
       // In place: an elementwise op may write over an input buffer whose last reader it is.
       int reuse = -1;
-      if (opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || n.fused)) {
+      // (Not a GEMM epilogue: the GEMM reads its inputs while it writes the output.)
+      const bool plain_fused = n.fused && !n.fused->producer && n.fused->reduce == graph::FusedProgram::Reduce::none;
+      if (opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || plain_fused)) {
         for (ValueId in : n.inputs) {
           int b = buffer_of[static_cast<std::size_t>(in)];
           if (b < 0 || G.value(in).kind != ValueKind::node || nodes[static_cast<std::size_t>(G.value(in).producer)].op->is_view()) continue;

@@ -23,87 +23,192 @@ struct FusedInstr {
   double params[ops::kMaxElementwiseParams] = {};
 };
 
-/// The compiled body of a fused node.
+/// The compiled body of a fused node: an elementwise program, optionally preceded by a
+/// producer op whose result the program consumes in place (a GEMM epilogue: matmul or
+/// linear, then bias/activation), or followed by a reduction of the program's result over
+/// its trailing axes (sum(x * x), mean((a - b)^2), max(exp(x)) in one pass, no temporary).
 struct FusedProgram {
   static constexpr std::int64_t kBlock = 1024;
+  enum class Reduce : std::uint8_t { none, sum, mean, max, min };
+
   std::vector<FusedInstr> instrs;
-  std::vector<std::string> members;  ///< op names of the members, in program order
+  std::vector<std::string> members;  ///< op names of the members, in program order (producer first, reduction last)
   int num_temps = 0;
   ops::TensorMeta out_meta;
 
-  /// Evaluates the program: `in` are the external inputs (broadcastable to out's shape).
+  /// Epilogue form: the node's first `producer_inputs` inputs go to `producer`, whose output
+  /// (written into the node's output buffer) is external input 0 of the program; the
+  /// program's other external inputs follow. The program then runs in place on that buffer.
+  const ops::OpDef* producer = nullptr;
+  ops::Attrs producer_attrs;
+  int producer_inputs = 0;
+
+  /// Reduction form: the program is evaluated over `eval_shape` and every run of
+  /// `reduce_inner` consecutive results (the trailing, reduced axes) becomes one output.
+  Reduce reduce = Reduce::none;
+  Shape eval_shape;
+  std::int64_t reduce_inner = 1;
+
+  /// Evaluates the node: `in` are its inputs, `out` its (contiguous) output buffer.
   void run(std::span<const AnyTensor> in, const AnyTensor& out) const {
+    if (producer) {
+      AnyTensor o = out;
+      producer->kernel(ops::KernelArgs{*producer, in.first(static_cast<std::size_t>(producer_inputs)),
+                                       std::span<AnyTensor>(&o, 1), producer_attrs});
+      std::vector<AnyTensor> ext;
+      ext.reserve(in.size() + 1);
+      ext.push_back(out);
+      for (std::size_t j = static_cast<std::size_t>(producer_inputs); j < in.size(); ++j) ext.push_back(in[j]);
+      eval(std::span<const AnyTensor>(ext.data(), ext.size()), out);
+    } else if (reduce != Reduce::none) {
+      eval_reduce(in, out);
+    } else {
+      eval(in, out);
+    }
+  }
+
+ private:
+  /// Where each external input's block comes from: a broadcast scalar, a contiguous
+  /// tensor of the evaluation shape, or a gather through (broadcast) strides.
+  struct Src {
+    const char* base;
+    std::size_t esize;
+    int mode;  // 0 scalar, 1 contiguous full, 2 gather
+    std::int64_t st[kMaxDims];
+  };
+  struct Sources {
+    SmallVec<Src, 8> srcs;
+    int ngather = 0;
+  };
+
+  static Sources sources(std::span<const AnyTensor> in, const Shape& os) {
+    Sources r;
+    const int rank = os.rank();
+    for (const AnyTensor& t : in) {
+      Src s{};
+      s.base = static_cast<const char*>(t.raw_data());
+      s.esize = dtype_size(t.dtype());
+      if (t.numel() == 1) s.mode = 0;
+      else if (t.shape() == os && t.is_contiguous()) s.mode = 1;
+      else {
+        s.mode = 2;
+        ++r.ngather;
+        const Shape& is = t.shape();
+        int lead = rank - is.rank();
+        for (int d = 0; d < rank; ++d) {
+          int sd = d - lead;
+          s.st[d] = (sd < 0 || is[sd] == 1) ? 0 : t.strides()[sd];
+        }
+      }
+      r.srcs.push_back(s);
+    }
+    return r;
+  }
+
+  /// Per-thread state of a block evaluation.
+  struct Scratch {
+    char* temps;
+    char* gbuf;
+    char* result;  ///< one extra block for a reduction's program result
+    SmallVec<const void*, 8> ext;
+    SmallVec<std::int64_t, 8> ext_st;
+  };
+
+  Scratch scratch(const Sources& src, bool with_result) const {
+    const std::size_t blocks = static_cast<std::size_t>(num_temps + src.ngather + (with_result ? 1 : 0));
+    char* base = thread_scratch(blocks * static_cast<std::size_t>(kBlock));
+    Scratch sc{base, base + static_cast<std::size_t>(num_temps) * kBlock * 8,
+               base + static_cast<std::size_t>(num_temps + src.ngather) * kBlock * 8, {}, {}};
+    sc.ext.resize(src.srcs.size(), nullptr);
+    sc.ext_st.resize(src.srcs.size(), 1);
+    return sc;
+  }
+
+  /// Evaluates elements [i, i + len) of the program (shape os) into dst.
+  void eval_block(const Sources& src, const Shape& os, std::int64_t i, std::int64_t len, Scratch& sc, char* dst) const {
+    int g = 0;
+    for (std::size_t j = 0; j < src.srcs.size(); ++j) {
+      const Src& s = src.srcs[j];
+      if (s.mode == 0) { sc.ext[j] = s.base; sc.ext_st[j] = 0; }
+      else if (s.mode == 1) { sc.ext[j] = s.base + i * static_cast<std::int64_t>(s.esize); sc.ext_st[j] = 1; }
+      else {
+        char* d = sc.gbuf + static_cast<std::size_t>(g++) * kBlock * 8;
+        gather_block(s.base, s.esize, os, s.st, i, len, d);
+        sc.ext[j] = d;
+        sc.ext_st[j] = 1;
+      }
+    }
+    for (const FusedInstr& ins : instrs) {
+      const void* p[ops::kMaxArity];
+      std::int64_t st[ops::kMaxArity];
+      for (int a = 0; a < ins.nin; ++a) {
+        int sidx = ins.src[a];
+        if (sidx >= 0) { p[a] = sc.temps + static_cast<std::size_t>(sidx) * kBlock * 8; st[a] = 1; }
+        else { p[a] = sc.ext[static_cast<std::size_t>(-sidx - 1)]; st[a] = sc.ext_st[static_cast<std::size_t>(-sidx - 1)]; }
+      }
+      void* d = ins.dst >= 0 ? static_cast<void*>(sc.temps + static_cast<std::size_t>(ins.dst) * kBlock * 8)
+                             : static_cast<void*>(dst);
+      ins.fn(p, st, d, len, ins.params);
+    }
+  }
+
+  /// Elementwise form: `in` broadcast to out's shape.
+  void eval(std::span<const AnyTensor> in, const AnyTensor& out) const {
     const std::int64_t n = out.numel();
     if (n == 0) return;
     const Shape& os = out.shape();
-    const int r = os.rank();
-    const std::size_t k = in.size();
-    // Per input: direct pointer (stride 1), broadcast scalar (stride 0), or gathered per block.
-    struct Src {
-      const char* base;
-      std::size_t esize;
-      int mode;  // 0 scalar, 1 contiguous full, 2 gather
-      std::int64_t st[kMaxDims];
-    };
-    SmallVec<Src, 8> srcs;
-    for (std::size_t j = 0; j < k; ++j) {
-      Src s{};
-      s.base = static_cast<const char*>(in[j].raw_data());
-      s.esize = dtype_size(in[j].dtype());
-      if (in[j].numel() == 1) s.mode = 0;
-      else if (in[j].shape() == os && in[j].is_contiguous()) s.mode = 1;
-      else {
-        s.mode = 2;
-        const Shape& is = in[j].shape();
-        int lead = r - is.rank();
-        for (int d = 0; d < r; ++d) {
-          int sd = d - lead;
-          s.st[d] = (sd < 0 || is[sd] == 1) ? 0 : in[j].strides()[sd];
-        }
-      }
-      srcs.push_back(s);
-    }
+    const Sources src = sources(in, os);
     char* obase = static_cast<char*>(out.raw_data());
-    const std::size_t oesize = dtype_size(out.dtype());
-    const int nt = num_temps;
-    const int ngather = static_cast<int>(std::count_if(srcs.begin(), srcs.end(), [](const Src& s) { return s.mode == 2; }));
-
+    const std::int64_t oesize = static_cast<std::int64_t>(dtype_size(out.dtype()));
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      // Temps and gather buffers for this thread: kBlock elements of up to 8 bytes each.
-      char* temps = thread_scratch(static_cast<std::size_t>((nt + ngather) * kBlock));
-      char* gbuf = temps + static_cast<std::size_t>(nt) * kBlock * 8;
-      SmallVec<const void*, 8> ext(k, nullptr);
-      SmallVec<std::int64_t, 8> ext_st(k, 1);
-      for (std::int64_t i = b; i < e; i += kBlock) {
-        std::int64_t len = std::min(kBlock, e - i);
-        int g = 0;
-        for (std::size_t j = 0; j < k; ++j) {
-          const Src& s = srcs[j];
-          if (s.mode == 0) { ext[j] = s.base; ext_st[j] = 0; }
-          else if (s.mode == 1) { ext[j] = s.base + i * static_cast<std::int64_t>(s.esize); ext_st[j] = 1; }
-          else {
-            char* dst = gbuf + static_cast<std::size_t>(g++) * kBlock * 8;
-            gather_block(s.base, s.esize, os, s.st, i, len, dst);
-            ext[j] = dst;
-            ext_st[j] = 1;
-          }
-        }
-        for (const FusedInstr& ins : instrs) {
-          const void* p[ops::kMaxArity];
-          std::int64_t st[ops::kMaxArity];
-          for (int a = 0; a < ins.nin; ++a) {
-            int sidx = ins.src[a];
-            if (sidx >= 0) { p[a] = temps + static_cast<std::size_t>(sidx) * kBlock * 8; st[a] = 1; }
-            else { p[a] = ext[-sidx - 1]; st[a] = ext_st[-sidx - 1]; }
-          }
-          void* d = ins.dst >= 0 ? static_cast<void*>(temps + static_cast<std::size_t>(ins.dst) * kBlock * 8)
-                                 : static_cast<void*>(obase + i * static_cast<std::int64_t>(oesize));
-          ins.fn(p, st, d, len, ins.params);
-        }
-      }
+      Scratch sc = scratch(src, false);
+      for (std::int64_t i = b; i < e; i += kBlock) eval_block(src, os, i, std::min(kBlock, e - i), sc, obase + i * oesize);
     }, kBlock);
   }
 
+  /// Reduction form: rows of reduce_inner results are summed (in double), averaged, or
+  /// reduced to their maximum/minimum (a NaN propagates, as in the eager reductions).
+  void eval_reduce(std::span<const AnyTensor> in, const AnyTensor& out) const {
+    const std::int64_t n = numel(eval_shape), inner = std::max<std::int64_t>(reduce_inner, 1);
+    const std::int64_t rows = out.numel();
+    if (rows == 0) return;
+    const Sources src = sources(in, eval_shape);
+    const bool is_f32 = out.dtype() == DType::f32;
+    char* obase = static_cast<char*>(out.raw_data());
+    parallel_for(rows, std::max<std::int64_t>(1, kParallelGrain / inner), [&](std::int64_t rb, std::int64_t re) {
+      Scratch sc = scratch(src, true);
+      for (std::int64_t row = rb; row < re; ++row) {
+        double acc = 0;
+        bool first = true;
+        const std::int64_t end = std::min(n, (row + 1) * inner);
+        for (std::int64_t i = row * inner; i < end; i += kBlock) {
+          const std::int64_t len = std::min(kBlock, end - i);
+          eval_block(src, eval_shape, i, len, sc, sc.result);
+          for (std::int64_t j = 0; j < len; ++j) {
+            const double v = is_f32 ? static_cast<double>(reinterpret_cast<const float*>(sc.result)[j])
+                                    : reinterpret_cast<const double*>(sc.result)[j];
+            switch (reduce) {
+              case Reduce::sum:
+              case Reduce::mean: acc += v; break;
+              case Reduce::max:
+                if (first || v != v || (acc == acc && v > acc)) acc = v;
+                break;
+              case Reduce::min:
+                if (first || v != v || (acc == acc && v < acc)) acc = v;
+                break;
+              case Reduce::none: break;
+            }
+            first = false;
+          }
+        }
+        if (reduce == Reduce::mean) acc /= static_cast<double>(inner);
+        if (is_f32) reinterpret_cast<float*>(obase)[row] = static_cast<float>(acc);
+        else reinterpret_cast<double*>(obase)[row] = acc;
+      }
+    }, 1);
+  }
+
+ public:
   /// A per-thread buffer of at least `doubles` 8-byte slots, kept between calls: a heap
   /// allocation per call costs more than a small fused kernel, and a fresh block of a
   /// large size is page-faulted in again on every call.
@@ -181,6 +286,64 @@ inline bool fusible(const Graph& g, const Node& n) {
 }
 }  // namespace detail
 
+namespace detail {
+/// The program of an elementwise group (members ascending, root last); `ext` receives
+/// the group's external inputs in the order the program numbers them.
+inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::vector<std::size_t>& members,
+                                                   std::size_t root, std::vector<ValueId>& ext) {
+  const auto& nodes = g.nodes();
+  auto prog = std::make_shared<FusedProgram>();
+  std::unordered_map<ValueId, int> temp_of;   // member output -> temp index
+  std::unordered_map<ValueId, int> last_use;  // member output -> last instr reading it
+  for (std::size_t ii = 0; ii < members.size(); ++ii)
+    for (ValueId v : nodes[members[ii]].inputs) last_use[v] = static_cast<int>(ii);
+  std::vector<int> free_temps;
+  const ValueId root_out = nodes[root].outputs[0];
+  for (std::size_t ii = 0; ii < members.size(); ++ii) {
+    const Node& m = nodes[members[ii]];
+    FusedInstr ins;
+    const auto& ew = m.op->elementwise;
+    ins.fn = ew.block[static_cast<int>(g.value(m.inputs[static_cast<std::size_t>(ew.dispatch_input)]).meta.dtype)];
+    if (ew.params) ew.params(m.attrs, ins.params);
+    ins.nin = static_cast<int>(m.inputs.size());
+    for (int a = 0; a < ins.nin; ++a) {
+      ValueId v = m.inputs[static_cast<std::size_t>(a)];
+      auto t = temp_of.find(v);
+      if (t != temp_of.end()) {
+        ins.src[a] = t->second;
+      } else {
+        auto it = std::find(ext.begin(), ext.end(), v);
+        int e = static_cast<int>(it - ext.begin());
+        if (it == ext.end()) ext.push_back(v);
+        ins.src[a] = -(e + 1);
+      }
+    }
+    // Temps whose last reader is this instruction can be reused for its result.
+    for (int a = 0; a < ins.nin; ++a) {
+      ValueId v = m.inputs[static_cast<std::size_t>(a)];
+      auto t = temp_of.find(v);
+      if (t != temp_of.end() && last_use[v] == static_cast<int>(ii) &&
+          std::find(free_temps.begin(), free_temps.end(), t->second) == free_temps.end())
+        free_temps.push_back(t->second);
+    }
+    ValueId outv = m.outputs[0];
+    if (outv == root_out) {
+      ins.dst = -1;
+    } else {
+      int t;
+      if (!free_temps.empty()) { t = free_temps.back(); free_temps.pop_back(); }
+      else t = prog->num_temps++;
+      ins.dst = t;
+      temp_of[outv] = t;
+    }
+    prog->instrs.push_back(ins);
+    prog->members.push_back(std::string(m.op->name));
+  }
+  prog->out_meta = g.value(root_out).meta;
+  return prog;
+}
+}  // namespace detail
+
 /// Fuses elementwise groups; returns the number of fused nodes created.
 inline int fuse_elementwise(Graph& g) {
   auto& nodes = g.nodes();
@@ -231,55 +394,8 @@ inline int fuse_elementwise(Graph& g) {
   }
 
   for (auto& grp : groups) {
-    auto prog = std::make_shared<FusedProgram>();
     std::vector<ValueId> ext;  // external inputs of the fused node
-    std::unordered_map<ValueId, int> temp_of;  // member output -> temp index
-    std::unordered_map<ValueId, int> last_use;  // member output -> last instr reading it
-    for (std::size_t ii = 0; ii < grp.members.size(); ++ii)
-      for (ValueId v : nodes[grp.members[ii]].inputs) last_use[v] = static_cast<int>(ii);
-    std::vector<int> free_temps;
-    const ValueId root_out = nodes[grp.root].outputs[0];
-    for (std::size_t ii = 0; ii < grp.members.size(); ++ii) {
-      const Node& m = nodes[grp.members[ii]];
-      FusedInstr ins;
-      const auto& ew = m.op->elementwise;
-      ins.fn = ew.block[static_cast<int>(g.value(m.inputs[static_cast<std::size_t>(ew.dispatch_input)]).meta.dtype)];
-      if (ew.params) ew.params(m.attrs, ins.params);
-      ins.nin = static_cast<int>(m.inputs.size());
-      for (int a = 0; a < ins.nin; ++a) {
-        ValueId v = m.inputs[static_cast<std::size_t>(a)];
-        auto t = temp_of.find(v);
-        if (t != temp_of.end()) {
-          ins.src[a] = t->second;
-        } else {
-          auto it = std::find(ext.begin(), ext.end(), v);
-          int e = static_cast<int>(it - ext.begin());
-          if (it == ext.end()) ext.push_back(v);
-          ins.src[a] = -(e + 1);
-        }
-      }
-      // Temps whose last reader is this instruction can be reused for its result.
-      for (int a = 0; a < ins.nin; ++a) {
-        ValueId v = m.inputs[static_cast<std::size_t>(a)];
-        auto t = temp_of.find(v);
-        if (t != temp_of.end() && last_use[v] == static_cast<int>(ii) &&
-            std::find(free_temps.begin(), free_temps.end(), t->second) == free_temps.end())
-          free_temps.push_back(t->second);
-      }
-      ValueId outv = m.outputs[0];
-      if (outv == root_out) {
-        ins.dst = -1;
-      } else {
-        int t;
-        if (!free_temps.empty()) { t = free_temps.back(); free_temps.pop_back(); }
-        else t = prog->num_temps++;
-        ins.dst = t;
-        temp_of[outv] = t;
-      }
-      prog->instrs.push_back(ins);
-      prog->members.push_back(m.op->name);
-    }
-    prog->out_meta = g.value(root_out).meta;
+    auto prog = detail::build_program(g, grp.members, grp.root, ext);
     // The fused node replaces the root in place: same output value id, members die.
     Node& root = nodes[grp.root];
     for (auto mi : grp.members)
@@ -292,6 +408,124 @@ inline int fuse_elementwise(Graph& g) {
     root.fused = prog;
     root.name = fmt::format("fused_{}", made);
     ++made;
+  }
+  g.compact();
+  return made;
+}
+
+/// Fuses across the elementwise boundary, after fuse_elementwise:
+/// * GEMM epilogues: an elementwise node or group whose input is the single-use result of
+///   a matmul or linear of the same shape and dtype absorbs it (the GEMM writes the node's
+///   output buffer, the program then runs in place: bias, activation, scaling);
+/// * reductions: a sum, mean, max or min over trailing axes (or all axes) of a float
+///   elementwise result used only by it evaluates the program block by block and reduces
+///   on the fly, so the full-size intermediate is never written.
+/// Returns the number of nodes absorbed.
+inline int fuse_epilogues(Graph& g) {
+  auto& nodes = g.nodes();
+  std::vector<bool> is_output(g.values().size(), false);
+  for (ValueId v : g.outputs()) is_output[v] = true;
+  auto plain_program = [&](std::size_t i, std::vector<ValueId>& ext) -> std::shared_ptr<FusedProgram> {
+    const Node& n = nodes[i];
+    if (n.fused) {
+      if (n.fused->producer || n.fused->reduce != FusedProgram::Reduce::none) return nullptr;
+      ext = n.inputs;
+      return std::make_shared<FusedProgram>(*n.fused);
+    }
+    if (!detail::fusible(g, n)) return nullptr;
+    return detail::build_program(g, {i}, i, ext);
+  };
+  auto single_use_node_value = [&](ValueId v) {
+    const Value& val = g.value(v);
+    return val.kind == ValueKind::node && val.uses == 1 && !is_output[v];
+  };
+  int made = 0;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].dead) continue;
+    // Reduction of an elementwise result.
+    const Node& r = nodes[i];
+    const std::string_view rname = r.op->name;
+    if (!r.fused && r.inputs.size() == 1 && r.outputs.size() == 1 &&
+        (rname == "sum" || rname == "mean" || rname == "max" || rname == "min")) {
+      const ValueId v = r.inputs[0];
+      const auto& vm = g.value(v).meta;
+      if (single_use_node_value(v) && (vm.dtype == DType::f32 || vm.dtype == DType::f64) && numel(vm.shape) > 0 &&
+          g.value(r.outputs[0]).meta.dtype == vm.dtype) {
+        const int rank = vm.shape.rank();
+        std::vector<bool> reduced(static_cast<std::size_t>(rank), r.attrs.ints("axes").empty());
+        for (std::int64_t a : r.attrs.ints("axes")) reduced[static_cast<std::size_t>(normalize_axis(a, rank, "fuse"))] = true;
+        // The reduced axes must be a suffix: then each output is a run of consecutive elements.
+        int first = rank;
+        while (first > 0 && reduced[static_cast<std::size_t>(first - 1)]) --first;
+        bool suffix = true;
+        for (int d = 0; d < first; ++d) suffix = suffix && !reduced[static_cast<std::size_t>(d)];
+        const auto p = static_cast<std::size_t>(g.value(v).producer);
+        std::vector<ValueId> ext;
+        std::shared_ptr<FusedProgram> prog = suffix ? plain_program(p, ext) : nullptr;
+        if (prog) {
+          std::int64_t inner = 1;
+          for (int d = first; d < rank; ++d) inner *= vm.shape[d];
+          prog->reduce = rname == "sum"    ? FusedProgram::Reduce::sum
+                         : rname == "mean" ? FusedProgram::Reduce::mean
+                         : rname == "max"  ? FusedProgram::Reduce::max
+                                           : FusedProgram::Reduce::min;
+          prog->eval_shape = vm.shape;
+          prog->reduce_inner = inner;
+          prog->members.push_back(std::string(rname));
+          prog->out_meta = g.value(r.outputs[0]).meta;
+          g.kill(p);
+          Node& rn = nodes[i];
+          for (ValueId x : rn.inputs) g.value(x).uses--;
+          rn.op = &fused_op;
+          rn.attrs = ops::Attrs{};
+          rn.inputs = ext;
+          for (ValueId x : ext) g.value(x).uses++;
+          rn.fused = prog;
+          rn.name = fmt::format("fused_reduce_{}", made);
+          ++made;
+          continue;
+        }
+      }
+    }
+    // GEMM epilogue.
+    std::vector<ValueId> ext;
+    std::shared_ptr<FusedProgram> prog = plain_program(i, ext);
+    if (!prog) continue;
+    const auto& om = g.value(nodes[i].outputs[0]).meta;
+    for (std::size_t e = 0; e < ext.size(); ++e) {
+      const ValueId v = ext[e];
+      if (!single_use_node_value(v)) continue;
+      const auto p = static_cast<std::size_t>(g.value(v).producer);
+      const Node& pn = nodes[p];
+      if (pn.dead || pn.fused || pn.outputs.size() != 1 || (pn.op->name != "matmul" && pn.op->name != "linear")) continue;
+      const auto& vm = g.value(v).meta;
+      if (!(vm.shape == om.shape) || vm.dtype != om.dtype) continue;
+      // Renumber the program's external inputs: the GEMM result first, the others after it.
+      std::vector<int> pos(ext.size());
+      for (std::size_t k = 0, next = 1; k < ext.size(); ++k) pos[k] = k == e ? 0 : static_cast<int>(next++);
+      for (FusedInstr& ins : prog->instrs)
+        for (int a = 0; a < ins.nin; ++a)
+          if (ins.src[a] < 0) ins.src[a] = -(pos[static_cast<std::size_t>(-ins.src[a] - 1)] + 1);
+      std::vector<ValueId> inputs = pn.inputs;
+      for (std::size_t k = 0; k < ext.size(); ++k)
+        if (k != e) inputs.push_back(ext[k]);
+      prog->producer = pn.op;
+      prog->producer_attrs = pn.attrs;
+      prog->producer_inputs = static_cast<int>(pn.inputs.size());
+      prog->members.insert(prog->members.begin(), std::string(pn.op->name));
+      prog->out_meta = om;
+      g.kill(p);
+      Node& n = nodes[i];
+      for (ValueId x : n.inputs) g.value(x).uses--;
+      n.op = &fused_op;
+      n.attrs = ops::Attrs{};
+      n.inputs = inputs;
+      for (ValueId x : inputs) g.value(x).uses++;
+      n.fused = prog;
+      n.name = fmt::format("fused_gemm_{}", made);
+      ++made;
+      break;
+    }
   }
   g.compact();
   return made;

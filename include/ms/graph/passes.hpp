@@ -195,6 +195,7 @@ inline int simplify(Graph& g) {
 struct PassOptions {
   int opt_level = 2;  ///< 0: nothing; 1: dce, cse, fold, simplify; 2: also fusion
   bool dce = true, cse = true, fold = true, simplify = true, fuse = true;
+  bool fuse_epilogue = true;  ///< GEMM epilogues and reductions of elementwise results (level 2)
   std::string dump_dir;  ///< when set (or MS_DUMP_IR is set), writes NN_<pass>.ir and .dot files there
 };
 
@@ -209,7 +210,7 @@ struct PassReport {
   }
 };
 
-/// Runs the passes in order (dce, cse, fold, simplify, dce, fuse), verifying after each.
+/// Runs the passes in order (dce, cse, fold, simplify, dce, fuse, fuse_epilogue), verifying after each.
 inline PassReport optimize(Graph& g, const PassOptions& opt = {}) {
   PassReport rep;
   std::string dir = opt.dump_dir;
@@ -242,6 +243,7 @@ inline PassReport optimize(Graph& g, const PassOptions& opt = {}) {
   run(opt.simplify, 1, "simplify", simplify);
   run(opt.dce, 1, "dce", dce);
   run(opt.fuse, 2, "fuse", fuse_elementwise);
+  run(opt.fuse && opt.fuse_epilogue, 2, "fuse_epilogue", fuse_epilogues);
   return rep;
 }
 
