@@ -264,7 +264,6 @@ struct ConvGeom {
   std::int64_t Og() const { return O / G; }
   std::int64_t K() const { return Cg() * kh * kw; }  ///< rows of the im2col matrix
   std::int64_t P() const { return Ho * Wo; }         ///< columns of the im2col matrix
-  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
 };
 
 /// Validates shapes and attributes of a convolution of an input of shape xs with a weight of shape ws.
@@ -298,9 +297,10 @@ inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t g
   return Attrs{{"stride", stride.list()}, {"padding", padding.list()}, {"dilation", dilation.list()}, {"groups", groups}};
 }
 
-/// col (K, P) = the receptive fields of one image's channel group xg (Cg, H, W).
+/// col (K, P) = the receptive fields of one image's channel group xg (Cg, H, W); rows of
+/// col are `ld` elements apart (ld = P for one image, B * P for a block of B images).
 template <class T>
-void im2col(const T* xg, const ConvGeom& q, T* col) {
+void im2col(const T* xg, const ConvGeom& q, T* col, std::int64_t ld) {
   const std::int64_t P = q.P();
   for (std::int64_t c = 0; c < q.Cg(); ++c) {
     const T* xc = xg + c * q.H * q.W;
@@ -308,7 +308,7 @@ void im2col(const T* xg, const ConvGeom& q, T* col) {
       std::int64_t oh_lo, oh_hi;
       valid_range(ki * q.dh - q.ph, q.sh, q.H, q.Ho, oh_lo, oh_hi);
       for (std::int64_t kj = 0; kj < q.kw; ++kj) {
-        T* row = col + ((c * q.kh + ki) * q.kw + kj) * P;
+        T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
         std::int64_t ow_lo, ow_hi;
         const std::int64_t woff = kj * q.dw - q.pw;
         valid_range(woff, q.sw, q.W, q.Wo, ow_lo, ow_hi);
@@ -328,17 +328,16 @@ void im2col(const T* xg, const ConvGeom& q, T* col) {
   }
 }
 
-/// xg (Cg, H, W) += the receptive fields in col (K, P) (the adjoint of im2col).
+/// xg (Cg, H, W) += the receptive fields in col (K, P), rows `ld` apart (the adjoint of im2col).
 template <class T>
-void col2im_add(const T* col, const ConvGeom& q, T* xg) {
-  const std::int64_t P = q.P();
+void col2im_add(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
   for (std::int64_t c = 0; c < q.Cg(); ++c) {
     T* xc = xg + c * q.H * q.W;
     for (std::int64_t ki = 0; ki < q.kh; ++ki) {
       std::int64_t oh_lo, oh_hi;
       valid_range(ki * q.dh - q.ph, q.sh, q.H, q.Ho, oh_lo, oh_hi);
       for (std::int64_t kj = 0; kj < q.kw; ++kj) {
-        const T* row = col + ((c * q.kh + ki) * q.kw + kj) * P;
+        const T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
         std::int64_t ow_lo, ow_hi;
         const std::int64_t woff = kj * q.dw - q.pw;
         valid_range(woff, q.sw, q.W, q.Wo, ow_lo, ow_hi);
@@ -359,10 +358,39 @@ using CMatMap = Eigen::Map<const RowMat<T>>;
 template <class T>
 using MatMap = Eigen::Map<RowMat<T>>;
 
-/// Batch chunks a convolution kernel works on: at most one per thread, and 1 inside a parallel region.
-inline std::int64_t conv_chunks(std::int64_t n) {
-  if (ms::detail::in_parallel_region) return 1;
-  return std::max<std::int64_t>(1, std::min<std::int64_t>(n, get_num_threads()));
+/// Images per GEMM in the convolution kernels. One image of a small layer is a thin GEMM
+/// (LeNet's first layer: 6 x 25 times 25 x 784) that Eigen runs far below its peak; the
+/// receptive fields of a block of images side by side give about 4096 columns instead.
+/// Fixed by the geometry alone, so the results do not depend on the thread count.
+inline std::int64_t conv_block_images(const ConvGeom& q) {
+  return std::clamp<std::int64_t>(4096 / std::max<std::int64_t>(1, q.P()), 1, std::max<std::int64_t>(1, q.N));
+}
+
+/// Runs body(n0, nb, col, buf) for the image blocks [n0, n0 + nb) of the batch, in parallel
+/// over blocks; col holds K x (nb P) and buf Og x (nb P) elements of per-thread scratch.
+template <class T, class Body>
+void for_each_conv_block(const ConvGeom& q, Body&& body) {
+  const std::int64_t B = conv_block_images(q), blocks = (q.N + B - 1) / B;
+  const std::int64_t cols = B * q.P();
+  nn_sync_eigen_threads();
+  parallel_for(blocks, 1, [&](std::int64_t bb, std::int64_t be) {
+    std::vector<T> col(static_cast<std::size_t>(q.K() * cols)), buf(static_cast<std::size_t>(q.Og() * cols));
+    for (std::int64_t b = bb; b < be; ++b) {
+      const std::int64_t n0 = b * B;
+      body(n0, std::min(B, q.N - n0), col.data(), buf.data());
+    }
+  }, 1);
+}
+
+/// buf (Og, nb P) <- g[n0 .. n0 + nb) of group g0 (each image's (Og, P) block side by side).
+template <class T>
+void gather_conv_grad(const T* gp, const ConvGeom& q, std::int64_t n0, std::int64_t nb, std::int64_t g0, T* buf) {
+  const std::int64_t P = q.P(), Og = q.Og(), ld = nb * P;
+  for (std::int64_t i = 0; i < nb; ++i)
+    for (std::int64_t o = 0; o < Og; ++o) {
+      const T* src = gp + ((n0 + i) * q.O + g0 * Og + o) * P;
+      std::copy(src, src + P, buf + o * ld + i * P);
+    }
 }
 
 template <class T>
@@ -375,30 +403,26 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   const std::int64_t bs = bp ? k.in[2].strides()[0] : 0;
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
   if (k.out[0].numel() == 0) return;
-  const bool direct = q.pointwise();
-  const std::int64_t chunks = conv_chunks(q.N);
-  std::vector<T> cols(direct ? 0 : static_cast<std::size_t>(chunks * K * P));
-  nn_sync_eigen_threads();
-  parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
-    for (std::int64_t c = cb; c < ce; ++c) {
-      T* col = direct ? nullptr : cols.data() + c * K * P;
-      for (std::int64_t n = chunk_begin(q.N, chunks, c); n < chunk_begin(q.N, chunks, c + 1); ++n) {
-        for (std::int64_t g = 0; g < q.G; ++g) {
-          const T* xg = xp + (n * q.C + g * Cg) * q.H * q.W;
-          if (!direct) im2col(xg, q, col);
-          T* yg = yp + (n * q.O + g * Og) * P;
-          MatMap<T> Y(yg, Og, P);
-          if (K == 0) Y.setZero();
-          else Y.noalias() = CMatMap<T>(wp + g * Og * K, Og, K) * CMatMap<T>(direct ? xg : col, K, P);
-          if (bp)
-            for (std::int64_t o = 0; o < Og; ++o) {
-              const T bv = bp[(g * Og + o) * bs];
-              for (std::int64_t i = 0; i < P; ++i) yg[o * P + i] += bv;
-            }
+  for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
+    const std::int64_t ld = nb * P;
+    for (std::int64_t g = 0; g < q.G; ++g) {
+      for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g * Cg) * q.H * q.W, q, col + i * P, ld);
+      MatMap<T> Y(buf, Og, ld);
+      if (K == 0) Y.setZero();
+      else Y.noalias() = CMatMap<T>(wp + g * Og * K, Og, K) * CMatMap<T>(col, K, ld);
+      for (std::int64_t i = 0; i < nb; ++i)
+        for (std::int64_t o = 0; o < Og; ++o) {
+          const T* src = buf + o * ld + i * P;
+          T* dst = yp + ((n0 + i) * q.O + g * Og + o) * P;
+          if (bp) {
+            const T bv = bp[(g * Og + o) * bs];
+            for (std::int64_t j = 0; j < P; ++j) dst[j] = src[j] + bv;
+          } else {
+            std::copy(src, src + P, dst);
+          }
         }
-      }
     }
-  }, 1);
+  });
 }
 
 /// gx (N, C, H, W) = the adjoint of the convolution applied to g (N, O, Ho, Wo): col2im(w^T g).
@@ -409,33 +433,26 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
   const T* wp = static_cast<const T*>(w.raw_data());
   T* xp = static_cast<T*>(k.out[0].raw_data());
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
-  const bool direct = q.pointwise();
-  const std::int64_t chunks = conv_chunks(q.N);
-  std::vector<T> cols(direct ? 0 : static_cast<std::size_t>(chunks * K * P));
-  nn_sync_eigen_threads();
-  parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
-    for (std::int64_t c = cb; c < ce; ++c) {
-      T* col = direct ? nullptr : cols.data() + c * K * P;
-      for (std::int64_t n = chunk_begin(q.N, chunks, c); n < chunk_begin(q.N, chunks, c + 1); ++n) {
-        T* xn = xp + n * q.C * q.H * q.W;
-        if (!direct) std::fill(xn, xn + q.C * q.H * q.W, T(0));
-        for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
-          T* xg = xn + g0 * Cg * q.H * q.W;
-          MatMap<T> D(direct ? xg : col, K, P);
-          if (Og == 0) D.setZero();
-          else D.noalias() = CMatMap<T>(wp + g0 * Og * K, Og, K).transpose() * CMatMap<T>(gp + (n * q.O + g0 * Og) * P, Og, P);
-          if (!direct) col2im_add(col, q, xg);
-        }
-      }
+  if (k.out[0].numel() == 0) return;
+  for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
+    const std::int64_t ld = nb * P;
+    std::fill(xp + n0 * q.C * q.H * q.W, xp + (n0 + nb) * q.C * q.H * q.W, T(0));
+    for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
+      gather_conv_grad(gp, q, n0, nb, g0, buf);
+      MatMap<T> D(col, K, ld);
+      if (Og == 0) D.setZero();
+      else D.noalias() = CMatMap<T>(wp + g0 * Og * K, Og, K).transpose() * CMatMap<T>(buf, Og, ld);
+      for (std::int64_t i = 0; i < nb; ++i) col2im_add(col + i * P, q, xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
     }
-  }, 1);
+  });
 }
 
 /// Batches per partial sum of conv2d_grad_weight: fixed, so the summation order (and the
 /// rounding) does not depend on the thread count.
 inline constexpr std::int64_t kConvWeightChunks = 8;
 
-/// gw (O, Cg, kH, kW) = sum over the batch of g_n (Og, P) @ im2col(x_n)^T, per group.
+/// gw (O, Cg, kH, kW) = sum over the batch of g_n (Og, P) @ im2col(x_n)^T, per group; the
+/// images of a chunk are taken in blocks (one GEMM per block, as in the forward kernel).
 template <class T>
 void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   const AnyTensor g = contiguous_raw(k.in[0]), x = contiguous_raw(k.in[1]);
@@ -443,21 +460,23 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   const T* xp = static_cast<const T*>(x.raw_data());
   T* wp = static_cast<T*>(k.out[0].raw_data());
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P(), wsize = q.O * K;
-  const bool direct = q.pointwise();
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min(q.N, kConvWeightChunks));
-  std::vector<T> cols(direct ? 0 : static_cast<std::size_t>(chunks * K * P));
+  const std::int64_t B = conv_block_images(q);
   std::vector<T> part(static_cast<std::size_t>(chunks * wsize), T(0));
   nn_sync_eigen_threads();
   parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
+    const std::int64_t cols = std::min(B, (q.N + chunks - 1) / chunks) * P;
+    std::vector<T> col(static_cast<std::size_t>(K * cols)), buf(static_cast<std::size_t>(Og * cols));
     for (std::int64_t c = cb; c < ce; ++c) {
-      T* col = direct ? nullptr : cols.data() + c * K * P;
       T* acc = part.data() + c * wsize;
-      for (std::int64_t n = chunk_begin(q.N, chunks, c); n < chunk_begin(q.N, chunks, c + 1); ++n) {
+      const std::int64_t end = chunk_begin(q.N, chunks, c + 1);
+      for (std::int64_t n0 = chunk_begin(q.N, chunks, c); n0 < end; n0 += B) {
+        const std::int64_t nb = std::min(B, end - n0), ld = nb * P;
         for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
-          const T* xg = xp + (n * q.C + g0 * Cg) * q.H * q.W;
-          if (!direct) im2col(xg, q, col);
+          for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.data() + i * P, ld);
+          gather_conv_grad(gp, q, n0, nb, g0, buf.data());
           MatMap<T>(acc + g0 * Og * K, Og, K).noalias() +=
-              CMatMap<T>(gp + (n * q.O + g0 * Og) * P, Og, P) * CMatMap<T>(direct ? xg : col, K, P).transpose();
+              CMatMap<T>(buf.data(), Og, ld) * CMatMap<T>(col.data(), K, ld).transpose();
         }
       }
     }
