@@ -2,6 +2,14 @@
 // The umbrella header: include this one file to use ms.
 // Internal headers live in the subfolders; their layout may change.
 
+// The op tables use designated initializers that leave optional fields at their
+// defaults; GCC 12 warns about that under -Wextra, so the warning is off for ms's
+// own headers (and only for them).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+
 #include "core/error.hpp"
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
@@ -36,6 +44,21 @@
 #include "graph/jit.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/rules.hpp"
+#include "ops/nn.hpp"
+#include "autograd/nn_rules.hpp"
+#include "nn/nn.hpp"
+#include "optim/optimizer.hpp"
+#include "data/idx.hpp"
+#include "data/loader.hpp"
+#include "tools/profiler.hpp"
+#include "tools/dump.hpp"
 #include "ops/custom.hpp"
 #include "graph/freeze.hpp"
 #include "backend/inference.hpp"
+#include "backend/backend.hpp"
+#include "backend/device_executor.hpp"
+#include "backend/ascend/ascend_backend.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
