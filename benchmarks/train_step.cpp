@@ -25,19 +25,6 @@ namespace {
 
 namespace nn = ms::nn;
 
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-}
-
-std::shared_ptr<nn::Sequential> make_lenet() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 6, 5, 1, 2), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Conv2d>(6, 16, 5), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(400, 120), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(84, 10)});
-}
 
 enum class Model { mlp, lenet };
 
@@ -47,7 +34,7 @@ void ms_step(benchmark::State& state, Model which, bool captured) {
   const int saved_threads = ms::get_num_threads();
   ms::set_num_threads(threads);
   ms::manual_seed(0);
-  auto model = which == Model::mlp ? make_mlp() : make_lenet();
+  auto model = which == Model::mlp ? nn::mlp(784, {256, 256}, 10) : nn::lenet5(10);
   ms::optim::Adam opt(model->parameters(), 1e-3);
   std::vector<ms::AnyTensor> params = model->parameters_any();
   ms::Tensor<float> x = ms::rand<float>({batch, 1, 28, 28});

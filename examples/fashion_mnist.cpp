@@ -3,7 +3,7 @@
 // once by ms::jit into one graph, fused, memory-planned and replayed for every batch.
 //
 //   fashion_mnist [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X]
-//                 [--eager] [--threads T] [--limit N]
+//                 [--eager] [--constant-lr] [--threads T] [--limit N]
 //                 [--profile TRACE.json] [--dump CONFIG.json]
 //
 // --profile records every op of the first epoch (each replayed graph node, fused
@@ -14,6 +14,8 @@
 // step, plus every parameter and its gradient for the selected iterations (see
 // docs/observability.md and examples/dump_fc1.json).
 //
+// The learning rate follows a cosine schedule over the epochs (--constant-lr: it does
+// not); the schedule updates the captured step's lr tensor, no re-trace.
 // DATA_DIR defaults to $MS_FASHION_MNIST_DIR or Debian's /usr/share/datasets/fashion-mnist
 // (package dataset-fashion-mnist). --eager trains without capture (for comparison).
 
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 using ms::Tensor;
@@ -29,19 +32,6 @@ namespace nn = ms::nn;
 
 namespace {
 
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-}
-
-std::shared_ptr<nn::Sequential> make_lenet() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 6, 5, 1, 2), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Conv2d>(6, 16, 5), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(400, 120), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(84, 10)});
-}
 
 /// Number of rows of `logits` whose argmax equals the label.
 std::int64_t correct(const Tensor<float>& logits, const Tensor<std::int64_t>& labels) {
@@ -64,7 +54,7 @@ int main(int argc, char** argv) {
   int epochs = 10, threads = 0;
   std::int64_t batch = 64, limit = 0;
   double lr = 1e-3;
-  bool eager = false;
+  bool eager = false, cosine = true;
   std::string profile_path, dump_config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -79,10 +69,11 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--limit") limit = std::stoll(next());
     else if (a == "--eager") eager = true;
+    else if (a == "--constant-lr") cosine = false;
     else if (a == "--profile") profile_path = next();
     else if (a == "--dump") dump_config = next();
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X] [--eager] [--threads T] [--limit N] [--profile TRACE.json] [--dump CONFIG.json]\n", argv[0]);
+      std::printf("usage: %s [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X] [--eager] [--constant-lr] [--threads T] [--limit N] [--profile TRACE.json] [--dump CONFIG.json]\n", argv[0]);
       return 0;
     } else dir = a;
   }
@@ -106,11 +97,13 @@ int main(int argc, char** argv) {
     std::printf("Fashion-MNIST: %lld training and %lld test images from %s\n", static_cast<long long>(train.size()),
                 static_cast<long long>(test.size()), dir.c_str());
 
-    auto model = model_name == "lenet" ? make_lenet() : make_mlp();
-    std::printf("model: %s, %zu parameters tensors, batch %lld, Adam lr %g, %s, %d threads\n", model_name.c_str(),
-                model->parameters().size(), static_cast<long long>(batch), lr,
+    auto model = model_name == "lenet" ? nn::lenet5(10) : nn::mlp(784, {256, 256}, 10);
+    std::printf("model: %s, %zu parameter tensors, batch %lld, Adam lr %g%s, %s, %d threads\n", model_name.c_str(),
+                model->parameters().size(), static_cast<long long>(batch), lr, cosine ? " (cosine schedule)" : "",
                 eager ? "eager" : "captured training step", ms::get_num_threads());
     ms::optim::Adam opt(model->parameters(), lr);
+    std::optional<ms::optim::CosineAnnealingLR> schedule;
+    if (cosine) schedule.emplace(opt, epochs);
     std::vector<ms::AnyTensor> params = model->parameters_any();
 
     std::unique_ptr<ms::DataDump> dump =
@@ -162,6 +155,7 @@ int main(int argc, char** argv) {
         }
       }
       std::printf("\n");
+      if (schedule) schedule->step();
       if (profiler.running()) {
         profiler.stop();
         std::printf("%s", profiler.table().c_str());

@@ -342,6 +342,18 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
   prog->out_meta = g.value(root_out).meta;
   return prog;
 }
+/// Turns node i into a fused node reading `inputs` (its output value id stays).
+inline void become_fused(Graph& g, std::size_t i, std::vector<ValueId> inputs, std::shared_ptr<FusedProgram> prog,
+                         std::string name) {
+  Node& n = g.nodes()[i];
+  for (ValueId x : n.inputs) g.value(x).uses--;
+  for (ValueId x : inputs) g.value(x).uses++;
+  n.op = &fused_op;
+  n.attrs = ops::Attrs{};
+  n.inputs = std::move(inputs);
+  n.fused = std::move(prog);
+  n.name = std::move(name);
+}
 }  // namespace detail
 
 /// Fuses elementwise groups; returns the number of fused nodes created.
@@ -397,17 +409,9 @@ inline int fuse_elementwise(Graph& g) {
     std::vector<ValueId> ext;  // external inputs of the fused node
     auto prog = detail::build_program(g, grp.members, grp.root, ext);
     // The fused node replaces the root in place: same output value id, members die.
-    Node& root = nodes[grp.root];
     for (auto mi : grp.members)
       if (mi != grp.root) g.kill(mi);
-    for (ValueId v : root.inputs) g.value(v).uses--;
-    root.op = &fused_op;
-    root.attrs = ops::Attrs{};
-    root.inputs = ext;
-    for (ValueId v : ext) g.value(v).uses++;
-    root.fused = prog;
-    root.name = fmt::format("fused_{}", made);
-    ++made;
+    detail::become_fused(g, grp.root, std::move(ext), std::move(prog), fmt::format("fused_{}", made++));
   }
   g.compact();
   return made;
@@ -474,15 +478,7 @@ inline int fuse_epilogues(Graph& g) {
           prog->members.push_back(std::string(rname));
           prog->out_meta = g.value(r.outputs[0]).meta;
           g.kill(p);
-          Node& rn = nodes[i];
-          for (ValueId x : rn.inputs) g.value(x).uses--;
-          rn.op = &fused_op;
-          rn.attrs = ops::Attrs{};
-          rn.inputs = ext;
-          for (ValueId x : ext) g.value(x).uses++;
-          rn.fused = prog;
-          rn.name = fmt::format("fused_reduce_{}", made);
-          ++made;
+          detail::become_fused(g, i, std::move(ext), std::move(prog), fmt::format("fused_reduce_{}", made++));
           continue;
         }
       }
@@ -515,15 +511,7 @@ inline int fuse_epilogues(Graph& g) {
       prog->members.insert(prog->members.begin(), std::string(pn.op->name));
       prog->out_meta = om;
       g.kill(p);
-      Node& n = nodes[i];
-      for (ValueId x : n.inputs) g.value(x).uses--;
-      n.op = &fused_op;
-      n.attrs = ops::Attrs{};
-      n.inputs = inputs;
-      for (ValueId x : inputs) g.value(x).uses++;
-      n.fused = prog;
-      n.name = fmt::format("fused_gemm_{}", made);
-      ++made;
+      detail::become_fused(g, i, std::move(inputs), std::move(prog), fmt::format("fused_gemm_{}", made++));
       break;
     }
   }

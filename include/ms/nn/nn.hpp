@@ -7,6 +7,7 @@
 #include "init.hpp"
 #include "layers.hpp"
 #include "safetensors.hpp"
+#include "models.hpp"
 #include "../optim/optimizer.hpp"
 #include "../data/idx.hpp"
 #include "../data/loader.hpp"
