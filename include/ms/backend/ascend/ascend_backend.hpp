@@ -260,9 +260,9 @@ namespace detail {
 /// the runtime's worker threads outlive static destruction order.
 inline Backend& ascend_instance(int index) {
   static std::mutex mu;
-  static std::map<int, AscendBackend*> all;
+  static auto* all = new std::map<int, AscendBackend*>;  // reachable until exit, never destroyed
   std::lock_guard lk(mu);
-  auto& b = all[index];
+  auto& b = (*all)[index];
   if (b == nullptr) b = new AscendBackend(default_acl_libs(), index);
   return *b;
 }
