@@ -97,7 +97,9 @@ inline std::string_view attr_type_name(std::size_t index) {
 /// The call's attributes with the declared defaults filled in. Throws ValueError for an
 /// undeclared name or a value of the wrong type (an int is accepted where a float is declared).
 inline ops::Attrs with_defaults(const ops::OpDef& op, const Impl& impl, const ops::Attrs& given) {
-  for (auto& [k, v] : given.items()) {
+  for (auto& item : given.items()) {
+    const std::string& k = item.first;  // not a structured binding: clang 14 cannot capture one
+    const ops::AttrValue& v = item.second;
     auto it = std::find_if(impl.attrs.begin(), impl.attrs.end(), [&](auto& d) { return d.first == k; });
     if (it == impl.attrs.end()) {
       std::string known;
