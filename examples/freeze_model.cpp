@@ -22,15 +22,7 @@ using ms::Tensor;
 namespace {
 
 std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
-  if (name == "mlp")
-    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 6, 5, 1, 2), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Conv2d>(6, 16, 5), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(400, 120), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(84, 10)});
+  return name == "mlp" ? nn::mlp(784, {256, 256}, 10) : nn::lenet5(10);
 }
 
 }  // namespace

@@ -23,19 +23,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 namespace nn = ms::nn;
 
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-}
-
-std::shared_ptr<nn::Sequential> make_lenet() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 6, 5, 1, 2), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Conv2d>(6, 16, 5), std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2),
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(400, 120), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(84, 10)});
-}
 
 /// Captures the inference forward pass of a module, its parameters named as in its state_dict.
 ms::graph::Graph capture(nn::Module& m, const Tensor<float>& x) {
@@ -127,7 +114,7 @@ TEST_CASE("freeze: an MLP and a LeNet load back and give the original graph's ou
     std::shared_ptr<nn::Sequential> model;
     std::vector<std::int64_t> shape;
   };
-  for (Case c : {Case{"mlp", make_mlp(), {16, 1, 28, 28}}, Case{"lenet", make_lenet(), {8, 1, 28, 28}}}) {
+  for (Case c : {Case{"mlp", nn::mlp(784, {256, 256}, 10), {16, 1, 28, 28}}, Case{"lenet", nn::lenet5(10), {8, 1, 28, 28}}}) {
     INFO(c.name);
     Tensor<float> x = random_input(c.shape, 1), x2 = random_input(c.shape, 2);
     ms::graph::Graph g = capture(*c.model, x);
