@@ -1,12 +1,28 @@
 #pragma once
-// Helpers shared by the test files: value comparison against references, and the
+// Helpers shared by the test files: value comparison against references, the
 // op-coverage list that the registry-walking test checks (every registered op must
-// be named by some test file through MS_TEST_COVERS).
+// be named by some test file through MS_TEST_COVERS), and the small tensor, thread
+// and file helpers that several files need.
+//
+// The test files are compiled together in a few units (see CMakeLists.txt), so a
+// helper that more than one file needs lives here, once; a file's own helpers must
+// not take a name that another test file uses at namespace scope.
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <random>
 #include <set>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <ms/ms.hpp>
@@ -50,6 +66,138 @@ inline void require_shape(const ms::AnyTensor& t, std::initializer_list<std::int
 
 /// Expects `expr` to throw exception type E whose what() equals `message` exactly.
 #define MS_REQUIRE_THROWS_MSG(expr, E, message) REQUIRE_THROWS_MATCHES(expr, E, Catch::Matchers::Message(message))
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---- tensors ------------------------------------------------------------------------------------
+
+/// start, start + 1, start + 2, ... laid out in `shape` (built without factory ops).
+template <class T>
+ms::Tensor<T> iota(const ms::Shape& shape, double start = 0) {
+  ms::Tensor<T> t = ms::AnyTensor::empty(shape, ms::dtype_v<T>);
+  T* p = static_cast<T*>(t.raw_data());
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(start + static_cast<double>(i));
+  return t;
+}
+
+/// A tensor of `shape` with pseudo-random values from `seed`: uniform in [lo, hi) for
+/// floating dtypes, small integers in [-4, 4] for integer dtypes (exact in every dtype and
+/// every product the tests form).
+template <class T = double>
+ms::Tensor<T> random(const ms::Shape& shape, unsigned seed, double lo = -1, double hi = 1) {
+  ms::Tensor<T> t = ms::AnyTensor::empty(shape, ms::dtype_v<T>);
+  T* p = static_cast<T*>(t.raw_data());
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::uniform_int_distribution<int> di(-4, 4);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    p[i] = std::is_floating_point_v<T> ? static_cast<T>(d(g)) : static_cast<T>(di(g));
+  return t;
+}
+
+/// A float32 tensor of `shape`, uniform in [lo, hi) drawn in float from `seed`.
+inline ms::Tensor<float> random_floats(const ms::Shape& s, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  ms::Tensor<float> t = ms::AnyTensor::empty(s, ms::DType::f32);
+  auto* p = static_cast<float*>(t.raw_data());
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+  return t;
+}
+
+/// The elements of t as doubles, row-major (16-bit floats go through float).
+template <class T>
+std::vector<double> values(const ms::Tensor<T>& t) {
+  std::vector<double> out;
+  for (T v : t.to_vector()) {
+    if constexpr (std::is_same_v<T, ms::half> || std::is_same_v<T, ms::bfloat16>)
+      out.push_back(static_cast<double>(static_cast<float>(v)));
+    else
+      out.push_back(static_cast<double>(v));
+  }
+  return out;
+}
+
+/// The elements' bytes in row-major order (any layout).
+inline std::vector<unsigned char> bytes_of(const ms::AnyTensor& t) {
+  ms::AnyTensor c = ms::ops::detail::contiguous_raw(t);
+  auto p = static_cast<const unsigned char*>(c.raw_data());
+  return {p, p + c.nbytes()};
+}
+
+/// Same dtype, shape and bits (any layout; NaN payloads included).
+inline bool same_bits(const ms::AnyTensor& a, const ms::AnyTensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && bytes_of(a) == bytes_of(b);
+}
+
+// ---- process state ------------------------------------------------------------------------------
+
+/// Restores the thread count at scope exit.
+struct ThreadGuard {
+  int saved = ms::get_num_threads();
+  ~ThreadGuard() { ms::set_num_threads(saved); }
+};
+
+/// Counts the ops recorded while installed, to check that kernels never dispatch other ops.
+struct CountingTracer : ms::ops::Tracer {
+  std::vector<std::string> names;
+  ms::ops::Tracer* prev;
+  CountingTracer() : prev(ms::ops::detail::tracer) { ms::ops::detail::tracer = this; }
+  ~CountingTracer() override { ms::ops::detail::tracer = prev; }
+  void record(const ms::ops::OpDef& op, std::span<const ms::AnyTensor>, const ms::ops::Attrs&,
+              std::span<const ms::AnyTensor>) override {
+    names.push_back(op.name);
+  }
+};
+
+// ---- files --------------------------------------------------------------------------------------
+
+/// A fresh directory under the system temp dir, removed with its contents at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() / fmt::format("ms_test_{}_{}", ::getpid(), counter++);
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path operator/(const std::string& name) const { return path / name; }
+};
+
+/// tests/data/<sub>: from $MS_TEST_DATA_DIR (set by ctest), else next to this header.
+inline std::filesystem::path data_dir(const std::string& sub) {
+  if (const char* d = std::getenv("MS_TEST_DATA_DIR")) return std::filesystem::path(d) / sub;
+  return std::filesystem::path(__FILE__).parent_path() / "data" / sub;
+}
+
+/// The whole file as bytes.
+inline std::string read_bytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+/// Writes `bytes` as the whole file.
+inline void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// The what() of the IOError that f throws ("(no IOError)" when it throws none).
+template <class F>
+std::string io_error_of(F&& f) {
+  try {
+    f();
+  } catch (const ms::IOError& e) {
+    return e.what();
+  }
+  return "(no IOError)";
+}
 
 }  // namespace ms_test
 

@@ -30,15 +30,7 @@ using ms::Tensor;
 namespace ops = ms::ops;
 using i64 = std::int64_t;
 using Fn = std::function<AnyTensor(const std::vector<AnyTensor>&)>;
-
-Tensor<double> random(const Shape& shape, unsigned seed, double lo = -1, double hi = 1) {
-  Tensor<double> t = AnyTensor::empty(shape, ms::DType::f64);
-  double* p = static_cast<double*>(t.raw_data());
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  for (i64 i = 0; i < t.numel(); ++i) p[i] = d(g);
-  return t;
-}
+using ms_test::random;  // float64, uniform in [lo, hi) (default [-1, 1))
 
 /// Distinct values (a shuffled grid 0.05 apart, centered): no ties for max pooling, and no
 /// perturbation of 1e-6 can change an argmax.
@@ -104,7 +96,7 @@ int grad_mismatches(const Fn& fn, std::vector<AnyTensor> inputs, const std::vect
 }
 
 /// Requires the gradients of fn to match finite differences (see grad_mismatches).
-void check_grad(const Fn& fn, std::vector<AnyTensor> inputs, const std::vector<int>& constant = {}) {
+void check_grads(const Fn& fn, std::vector<AnyTensor> inputs, const std::vector<int>& constant = {}) {
   std::string report;
   const int bad = grad_mismatches(fn, std::move(inputs), constant, report);
   INFO(report);
@@ -144,9 +136,9 @@ TEST_CASE("conv2d gradients w.r.t. input, weight and bias match finite differenc
     const Case& c = cases[i];
     INFO("case " << i);
     Fn f = [&](const std::vector<AnyTensor>& in) { return ops::conv2d(in[0], in[1], in[2], c.s, c.p, c.d, c.g); };
-    check_grad(f, {random(c.x, 1 + static_cast<unsigned>(i)), random(c.w, 2), random(Shape{c.w[0]}, 3)});
+    check_grads(f, {random(c.x, 1 + static_cast<unsigned>(i)), random(c.w, 2), random(Shape{c.w[0]}, 3)});
     Fn nb = [&](const std::vector<AnyTensor>& in) { return ops::conv2d(in[0], in[1], {}, c.s, c.p, c.d, c.g); };
-    check_grad(nb, {random(c.x, 4), random(c.w, 5)});
+    check_grads(nb, {random(c.x, 4), random(c.w, 5)});
   }
 }
 
@@ -159,9 +151,9 @@ TEST_CASE("conv2d backward ops: their own gradients (second order) match finite 
   ai.set("input_shape", xs.vec());
   aw.set("weight_shape", ws.vec());
   Fn gi = [&](const std::vector<AnyTensor>& in) { return ops::call1(ops::conv2d_grad_input_op, {in[0], in[1]}, ai); };
-  check_grad(gi, {random(y.shape(), 3), random(ws, 4)});
+  check_grads(gi, {random(y.shape(), 3), random(ws, 4)});
   Fn gw = [&](const std::vector<AnyTensor>& in) { return ops::call1(ops::conv2d_grad_weight_op, {in[0], in[1]}, aw); };
-  check_grad(gw, {random(y.shape(), 5), random(xs, 6)});
+  check_grads(gw, {random(y.shape(), 5), random(xs, 6)});
   // and the backward ops are the adjoints of conv2d: <conv(x, w), g> = <x, grad_input(g, w)> = <w, grad_weight(g, x)>
   Tensor<double> x = random(xs, 7), w = random(ws, 8), g = random(y.shape(), 9);
   const double lhs = ms::sum(ms::conv2d(x, w, {}, {2, 1}, 1, {1, 2}, 2) * g).item();
@@ -175,19 +167,19 @@ TEST_CASE("conv2d backward ops: their own gradients (second order) match finite 
 
 TEST_CASE("pooling gradients match finite differences", "[nn][grad][pool]") {
   Fn mp = [](const std::vector<AnyTensor>& in) { return ops::max_pool2d(in[0], 3, Int2(2), 1); };
-  check_grad(mp, {distinct({2, 2, 7, 6}, 1)});
+  check_grads(mp, {distinct({2, 2, 7, 6}, 1)});
   Fn mp2 = [](const std::vector<AnyTensor>& in) { return ops::max_pool2d(in[0], {2, 3}, Int2{1, 2}); };
-  check_grad(mp2, {distinct({1, 3, 4, 7}, 2)});
+  check_grads(mp2, {distinct({1, 3, 4, 7}, 2)});
   for (bool incl : {true, false}) {
     Fn ap = [incl](const std::vector<AnyTensor>& in) { return ops::avg_pool2d(in[0], 3, Int2(2), 1, incl); };
-    check_grad(ap, {random({2, 2, 7, 6}, 3)});
+    check_grads(ap, {random({2, 2, 7, 6}, 3)});
   }
   Fn ap2 = [](const std::vector<AnyTensor>& in) { return ops::avg_pool2d(in[0], {2, 4}, Int2{1, 3}, {1, 2}, true); };
-  check_grad(ap2, {random({1, 2, 4, 7}, 4)});
+  check_grads(ap2, {random({1, 2, 4, 7}, 4)});
   Fn ad = [](const std::vector<AnyTensor>& in) { return ops::adaptive_avg_pool2d(in[0], {3, 4}); };
-  check_grad(ad, {random({2, 2, 5, 7}, 5)});
+  check_grads(ad, {random({2, 2, 5, 7}, 5)});
   Fn ad2 = [](const std::vector<AnyTensor>& in) { return ops::adaptive_avg_pool2d(in[0], {4, 3}); };
-  check_grad(ad2, {random({1, 2, 3, 2}, 6)});
+  check_grads(ad2, {random({1, 2, 3, 2}, 6)});
 }
 
 TEST_CASE("pooling backward ops: their own gradients match finite differences", "[nn][grad][pool]") {
@@ -197,14 +189,14 @@ TEST_CASE("pooling backward ops: their own gradients match finite differences", 
   ops::Attrs ga = pa;
   ga.set("input_shape", xs.vec());
   Fn mg = [&](const std::vector<AnyTensor>& in) { return ops::call1(ops::max_pool2d_grad_op, {in[0], in[1]}, ga); };
-  check_grad(mg, {random(y.shape(), 2), idx});
+  check_grads(mg, {random(y.shape(), 2), idx});
   ops::Attrs aa = ga;
   aa.set("count_include_pad", false);
   Fn ag = [&](const std::vector<AnyTensor>& in) { return ops::call1(ops::avg_pool2d_grad_op, {in[0]}, aa); };
-  check_grad(ag, {random(y.shape(), 3)});
+  check_grads(ag, {random(y.shape(), 3)});
   ops::Attrs ad{{"output_size", ops::IntList{3, 4}}, {"input_shape", ops::IntList{2, 2, 5, 7}}};
   Fn dg = [&](const std::vector<AnyTensor>& in) { return ops::call1(ops::adaptive_avg_pool2d_grad_op, {in[0]}, ad); };
-  check_grad(dg, {random({2, 2, 3, 4}, 4)});
+  check_grads(dg, {random({2, 2, 3, 4}, 4)});
   // max_pool2d_grad validates the indices it is given
   MS_REQUIRE_THROWS_MSG(ops::call1(ops::max_pool2d_grad_op, {random(y.shape(), 2), ms::full<i64>(y.shape(), 42)}, ga),
                         ms::IndexError, "[ms.index_error] max_pool2d_grad: index 42 is out of range for an input plane of 7 x 6");
@@ -218,37 +210,37 @@ TEST_CASE("batch_norm gradients (training and eval) match finite differences", "
     const i64 C = xs[1];
     Tensor<double> rm = random({C}, 9), rv = random({C}, 10, 0.5, 2.0);
     Fn train = [&](const std::vector<AnyTensor>& in) { return ops::batch_norm(in[0], in[1], in[2], rm, rv, true); };
-    check_grad(train, {random(xs, 1), random({C}, 2), random({C}, 3)});
+    check_grads(train, {random(xs, 1), random({C}, 2), random({C}, 3)});
     Fn eval = [&](const std::vector<AnyTensor>& in) { return ops::batch_norm(in[0], in[1], in[2], rm, rv, false); };
-    check_grad(eval, {random(xs, 4), random({C}, 5), random({C}, 6)});
+    check_grads(eval, {random(xs, 4), random({C}, 5), random({C}, 6)});
     // running statistics as inputs: no gradient, checked as zero
     Fn withstats = [&](const std::vector<AnyTensor>& in) {
       return ops::batch_norm(in[0], in[1], in[2], in[3], in[4], false);
     };
-    check_grad(withstats, {random(xs, 7), random({C}, 5), random({C}, 6), random({C}, 11), random({C}, 12, 0.5, 2)},
+    check_grads(withstats, {random(xs, 7), random({C}, 5), random({C}, 6), random({C}, 11), random({C}, 12, 0.5, 2)},
                {3, 4});
   }
 }
 
 TEST_CASE("layer_norm gradients match finite differences", "[nn][grad][norm]") {
   Fn affine = [](const std::vector<AnyTensor>& in) { return ops::layer_norm(in[0], {3, 4}, in[1], in[2]); };
-  check_grad(affine, {random({2, 3, 3, 4}, 1), random({3, 4}, 2), random({3, 4}, 3)});
+  check_grads(affine, {random({2, 3, 3, 4}, 1), random({3, 4}, 2), random({3, 4}, 3)});
   Fn weight_only = [](const std::vector<AnyTensor>& in) { return ops::layer_norm(in[0], {5}, in[1]); };
-  check_grad(weight_only, {random({4, 5}, 4), random({5}, 5)});
+  check_grads(weight_only, {random({4, 5}, 4), random({5}, 5)});
   Fn plain = [](const std::vector<AnyTensor>& in) { return ops::layer_norm(in[0], {2, 5}, {}, {}, 1e-3); };
-  check_grad(plain, {random({2, 5}, 6)});
+  check_grads(plain, {random({2, 5}, 6)});
 }
 
 // ---- dropout, embedding ------------------------------------------------------------------------------------
 
 TEST_CASE("dropout and embedding gradients match finite differences", "[nn][grad]") {
   Fn dr = [](const std::vector<AnyTensor>& in) { return ops::dropout(in[0], 0.4, true, 5); };
-  check_grad(dr, {random({4, 6}, 1)});
+  check_grads(dr, {random({4, 6}, 1)});
   Fn dr_eval = [](const std::vector<AnyTensor>& in) { return ops::dropout(in[0], 0.4, false); };
-  check_grad(dr_eval, {random({3, 2}, 2)});
+  check_grads(dr_eval, {random({3, 2}, 2)});
   Tensor<i64> idx{{1, 3, 1}, {0, 1, 4}};  // repeated rows accumulate
   Fn em = [&](const std::vector<AnyTensor>& in) { return ops::embedding(in[0], idx); };
-  check_grad(em, {random({6, 3}, 3)});
+  check_grads(em, {random({6, 3}, 3)});
 }
 
 // ---- losses -------------------------------------------------------------------------------------------------
@@ -259,21 +251,21 @@ TEST_CASE("loss gradients match finite differences", "[nn][grad][loss]") {
     INFO("reduction " << red);
     for (double ls : {0.0, 0.15}) {
       Fn ce = [&](const std::vector<AnyTensor>& in) { return ops::cross_entropy(in[0], t, red, ls); };
-      check_grad(ce, {random({5, 4}, 1, -3, 3)});
+      check_grads(ce, {random({5, 4}, 1, -3, 3)});
       Fn ci = [&](const std::vector<AnyTensor>& in) { return ops::cross_entropy(in[0], t, red, ls, 3); };
-      check_grad(ci, {random({5, 4}, 2, -3, 3)});
+      check_grads(ci, {random({5, 4}, 2, -3, 3)});
     }
     Fn nl = [&](const std::vector<AnyTensor>& in) { return ops::nll_loss(in[0], t, red); };
-    check_grad(nl, {random({5, 4}, 3)});
+    check_grads(nl, {random({5, 4}, 3)});
     Fn ni = [&](const std::vector<AnyTensor>& in) { return ops::nll_loss(in[0], t, red, 0); };
-    check_grad(ni, {random({5, 4}, 4)});
+    check_grads(ni, {random({5, 4}, 4)});
     Fn ms_ = [&](const std::vector<AnyTensor>& in) { return ops::mse_loss(in[0], in[1], red); };
-    check_grad(ms_, {random({3, 4}, 5), random({3, 4}, 6)});
+    check_grads(ms_, {random({3, 4}, 5), random({3, 4}, 6)});
     // nll_loss_grad is linear in the loss gradient: its row is nll_loss itself
     const bool none = std::string(red) == "none";
     ops::Attrs na{{"num_classes", std::int64_t{4}}, {"reduction", std::string(red)}, {"ignore_index", std::int64_t{3}}};
     Fn ng = [&](const std::vector<AnyTensor>& in) { return ops::call1(ops::nll_loss_grad_op, {t, in[0]}, na); };
-    check_grad(ng, {none ? AnyTensor(random({5}, 7)) : AnyTensor(random({}, 7))});
+    check_grads(ng, {none ? AnyTensor(random({5}, 7)) : AnyTensor(random({}, 7))});
   }
   // a composite: conv -> relu -> adaptive pool -> flatten -> cross_entropy, w.r.t. every parameter
   Fn net = [&](const std::vector<AnyTensor>& in) {
@@ -282,7 +274,7 @@ TEST_CASE("loss gradients match finite differences", "[nn][grad][loss]") {
     h = ops::flatten(ops::adaptive_avg_pool2d(h, 2), 1);
     return ops::cross_entropy(h, Tensor<i64>{3, 0}, "mean", 0.1);
   };
-  check_grad(net, {random({2, 2, 4, 4}, 8), random({3, 2, 3, 3}, 9), random({3}, 10), random({3}, 11),
+  check_grads(net, {random({2, 2, 4, 4}, 8), random({3, 2, 3, 3}, 9), random({3}, 10), random({3}, 11),
                    random({3}, 12)});
 }
 

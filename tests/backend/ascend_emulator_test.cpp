@@ -25,6 +25,10 @@ TEST_CASE("Ascend emulator tests", "[ascend]") {
 
 #else
 
+// Everything below lives in a namespace of its own: its RAII helpers (Tensor, Stream, ...)
+// and the using-directive for the AscendCL names must not meet the other test files that
+// are compiled in the same unit.
+namespace ascend_emulator_test {
 namespace {
 
 using namespace ms::backend::ascend;
@@ -744,5 +748,9 @@ TEST_CASE_METHOD(EmuFixture, "streams on several threads run concurrently", "[as
   CHECK(counters().launches == kThreads * kIters);
   CHECK(counters().live_streams == base.live_streams);
 }
+
+#undef RUN_OP
+
+}  // namespace ascend_emulator_test
 
 #endif  // MS_ASCEND_EMULATOR_PATH

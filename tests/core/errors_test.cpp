@@ -9,14 +9,7 @@
 namespace {
 
 using ms::Tensor;
-
-template <class T>
-Tensor<T> iota(const ms::Shape& shape) {
-  Tensor<T> t = ms::AnyTensor::empty(shape, ms::dtype_v<T>);
-  T* p = static_cast<T*>(t.raw_data());
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(i);
-  return t;
-}
+using ms_test::iota;
 Tensor<float> m23() { return iota<float>({2, 3}); }  // a (2, 3) float32 matrix
 
 struct Row {

@@ -15,41 +15,14 @@
 
 #include "test_util.hpp"
 
+using ms_test::read_bytes;
 using ms_test::require_shape;
 using ms_test::require_values;
+using ms_test::TempDir;
+using ms_test::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A fresh directory under the system temp dir, removed with its contents at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / fmt::format("ms_npy_test_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
-
-fs::path data_dir() {
-  if (const char* d = std::getenv("MS_TEST_DATA_DIR")) return fs::path(d) / "npy";
-  return fs::path(__FILE__).parent_path().parent_path() / "data" / "npy";
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 /// A .npy file with the given version and header dict (no alignment padding) and raw data.
 std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {
@@ -146,7 +119,7 @@ TEST_CASE("npy: non-contiguous tensors are written in logical C order", "[npy][i
 }
 
 TEST_CASE("npy: files written by NumPy load with the right values", "[npy][io]") {
-  const fs::path d = data_dir();
+  const fs::path d = ms_test::data_dir("npy");
   auto a = ms::load_npy<float>(d / "f4_2x3.npy");
   require_shape(a, {2, 3});
   require_values(a, {0, 0.5, 1, 1.5, 2, 2.5});
@@ -175,7 +148,7 @@ TEST_CASE("npy: files written by NumPy load with the right values", "[npy][io]")
 TEST_CASE("npy: save_npy writes NumPy's bytes exactly", "[npy][io]") {
   // Same header text, padding and alignment as numpy.save (1.24) for C-order little-endian data.
   TempDir dir;
-  const fs::path d = data_dir();
+  const fs::path d = ms_test::data_dir("npy");
   for (const char* name : {"f4_2x3.npy", "b1.npy", "f2_0d.npy", "u1_empty.npy", "i4_3d.npy"}) {
     INFO(name);
     auto t = ms::load_npy(d / name);

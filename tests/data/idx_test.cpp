@@ -24,29 +24,13 @@
 
 namespace fs = std::filesystem;
 using ms::Tensor;
+using ms_test::io_error_of;
+using ms_test::read_bytes;
 using ms_test::require_values;
+using ms_test::TempDir;
+using ms_test::write_bytes;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / fmt::format("ms_idx_test_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
-
-fs::path data_dir() {
-  if (const char* d = std::getenv("MS_TEST_DATA_DIR")) return fs::path(d) / "idx";
-  return fs::path(__FILE__).parent_path() / "idx";
-}
 
 std::string be32(std::uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
@@ -57,7 +41,8 @@ std::string idx_bytes(std::uint32_t magic, std::initializer_list<std::uint32_t> 
   for (auto d : dims) s += be32(d);
   return s + data;
 }
-std::string bytes_of(std::initializer_list<int> v) {
+/// The bytes with these values.
+std::string byte_str(std::initializer_list<int> v) {
   std::string s;
   for (int x : v) s += static_cast<char>(x);
   return s;
@@ -67,31 +52,12 @@ std::string iota_bytes(std::size_t n, int start = 0) {
   for (std::size_t i = 0; i < n; ++i) s += static_cast<char>((start + static_cast<int>(i)) & 0xff);
   return s;
 }
-void write_plain(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 /// Writes bytes gzip-compressed with zlib.
 void write_gz(const fs::path& p, const std::string& bytes) {
   gzFile g = gzopen(p.string().c_str(), "wb");
   REQUIRE(g != nullptr);
   if (!bytes.empty()) REQUIRE(gzwrite(g, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
   REQUIRE(gzclose(g) == Z_OK);
-}
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-/// The what() of the IOError that f throws ("(no IOError)" when it throws none).
-template <class F>
-std::string io_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ms::IOError& e) {
-    return e.what();
-  }
-  return "(no IOError)";
 }
 
 std::string msg(const fs::path& p, const std::string& what) { return "[ms.io_error] idx: '" + p.string() + "': " + what; }
@@ -101,12 +67,12 @@ std::string msg(const fs::path& p, const std::string& what) { return "[ms.io_err
 TEST_CASE("idx: images and labels, plain and gzip-compressed", "[idx]") {
   TempDir dir;
   const std::string img = idx_bytes(0x803, {2, 3, 4}, iota_bytes(24, 100));
-  const std::string lab = idx_bytes(0x801, {2}, bytes_of({9, 0}));
+  const std::string lab = idx_bytes(0x801, {2}, byte_str({9, 0}));
   for (bool gz : {false, true}) {
     INFO("gzip " << gz);
     const fs::path pi = dir / (gz ? "i.gz" : "i"), pl = dir / (gz ? "l.gz" : "l");
-    (gz ? write_gz : write_plain)(pi, img);
-    (gz ? write_gz : write_plain)(pl, lab);
+    (gz ? write_gz : write_bytes)(pi, img);
+    (gz ? write_gz : write_bytes)(pl, lab);
     Tensor<std::uint8_t> images = ms::data::read_idx_images(pi);
     CHECK(images.shape() == ms::Shape{2, 3, 4});
     std::vector<std::uint8_t> want(24);
@@ -119,7 +85,7 @@ TEST_CASE("idx: images and labels, plain and gzip-compressed", "[idx]") {
 }
 
 TEST_CASE("idx: the committed fixtures (written by Python)", "[idx]") {
-  const fs::path d = data_dir();
+  const fs::path d = ms_test::data_dir("idx");
   auto ds = ms::data::load_idx_dataset(d / "tiny-images-idx3-ubyte.gz", d / "tiny-labels-idx1-ubyte");
   CHECK(ds.images.shape() == ms::Shape{4, 1, 3, 2});
   CHECK(ds.labels.to_vector() == std::vector<std::int64_t>{3, 1, 4, 1});
@@ -138,7 +104,7 @@ TEST_CASE("idx: the committed fixtures (written by Python)", "[idx]") {
 TEST_CASE("idx: int32, float32 and float64 elements are read big-endian", "[idx]") {
   TempDir dir;
   const fs::path p = dir / "x.idx";
-  write_plain(p, idx_bytes(0x0C01, {2}, be32(0xFFFFFFFEu) + be32(7)));
+  write_bytes(p, idx_bytes(0x0C01, {2}, be32(0xFFFFFFFEu) + be32(7)));
   auto i = ms::data::read_idx(p);
   CHECK(i.dtype() == ms::DType::i32);
   CHECK(Tensor<std::int32_t>(i).to_vector() == std::vector<std::int32_t>{-2, 7});
@@ -152,10 +118,10 @@ TEST_CASE("idx: int32, float32 and float64 elements are read big-endian", "[idx]
   double dv = -0.25;
   std::uint64_t db;
   std::memcpy(&db, &dv, 8);
-  write_plain(p, idx_bytes(0x0E01, {1}, be32(static_cast<std::uint32_t>(db >> 32)) + be32(static_cast<std::uint32_t>(db))));
+  write_bytes(p, idx_bytes(0x0E01, {1}, be32(static_cast<std::uint32_t>(db >> 32)) + be32(static_cast<std::uint32_t>(db))));
   CHECK(Tensor<double>(ms::data::read_idx(p)).item() == -0.25);
   // Zero images is a valid (empty) file.
-  write_plain(p, idx_bytes(0x803, {0, 28, 28}, ""));
+  write_bytes(p, idx_bytes(0x803, {0, 28, 28}, ""));
   CHECK(ms::data::read_idx_images(p).shape() == ms::Shape{0, 28, 28});
 }
 
@@ -185,32 +151,32 @@ TEST_CASE("idx: malformed files throw IOError naming the path and the problem", 
     for (bool gz : {false, true}) {
       INFO(c.name << ", gzip " << gz);
       const fs::path& f = gz ? pz : p;
-      (gz ? write_gz : write_plain)(f, c.bytes);
+      (gz ? write_gz : write_bytes)(f, c.bytes);
       MS_REQUIRE_THROWS_MSG(ms::data::read_idx_images(f), ms::IOError, msg(f, c.message));
     }
   }
   // The generic reader checks what it can without an expected magic number.
-  write_plain(p, idx_bytes(0x0B01, {1}, "ab"));
+  write_bytes(p, idx_bytes(0x0B01, {1}, "ab"));
   MS_REQUIRE_THROWS_MSG(ms::data::read_idx(p), ms::IOError,
                         msg(p, "unsupported element type 0x0B (int16) in magic number 0x00000B01"));
-  write_plain(p, idx_bytes(0x0800, {}, ""));
+  write_bytes(p, idx_bytes(0x0800, {}, ""));
   MS_REQUIRE_THROWS_MSG(ms::data::read_idx(p), ms::IOError, msg(p, "bad number of dimensions 0 (expected 1 to 8)"));
-  write_plain(p, idx_bytes(0x01000801, {1}, "a"));
+  write_bytes(p, idx_bytes(0x01000801, {1}, "a"));
   MS_REQUIRE_THROWS_MSG(ms::data::read_idx(p), ms::IOError, msg(p, "bad magic number 0x01000801 (not an IDX file)"));
 
   // A gzip stream cut short, and one with corrupt compressed bytes: zlib's error is reported.
   write_gz(pz, idx_bytes(0x803, {10, 28, 28}, iota_bytes(7840)));
-  const std::string gz = read_file(pz);
-  write_plain(pz, gz.substr(0, gz.size() / 2));
+  const std::string gz = read_bytes(pz);
+  write_bytes(pz, gz.substr(0, gz.size() / 2));
   CHECK_THAT(io_error_of([&] { ms::data::read_idx_images(pz); }), Catch::StartsWith(msg(pz, "read error (")));
   std::string corrupt = gz;
   for (std::size_t i = 20; i < 40 && i < corrupt.size(); ++i) corrupt[i] = static_cast<char>(corrupt[i] ^ 0x5A);
-  write_plain(pz, corrupt);
+  write_bytes(pz, corrupt);
   CHECK_THAT(io_error_of([&] { ms::data::read_idx_images(pz); }), Catch::StartsWith(msg(pz, "read error (")));
   // Every truncation of a valid gzip file fails cleanly.
   for (std::size_t n = 0; n < gz.size(); n += 7) {
     INFO("gzip file truncated to " << n << " bytes");
-    write_plain(pz, gz.substr(0, n));
+    write_bytes(pz, gz.substr(0, n));
     CHECK_THROWS_AS(ms::data::read_idx_images(pz), ms::IOError);
   }
 }
@@ -219,11 +185,11 @@ TEST_CASE("idx: image/label count mismatch and labels out of range", "[idx]") {
   TempDir dir;
   const fs::path pi = dir / "i.gz", pl = dir / "l.gz";
   write_gz(pi, idx_bytes(0x803, {3, 2, 2}, iota_bytes(12)));
-  write_gz(pl, idx_bytes(0x801, {2}, bytes_of({1, 2})));
+  write_gz(pl, idx_bytes(0x801, {2}, byte_str({1, 2})));
   MS_REQUIRE_THROWS_MSG(ms::data::load_idx_dataset(pi, pl), ms::IOError,
                         "[ms.io_error] idx: image/label count mismatch: '" + pi.string() + "' holds 3 images but '" +
                             pl.string() + "' holds 2 labels");
-  write_gz(pl, idx_bytes(0x801, {3}, bytes_of({1, 12, 2})));
+  write_gz(pl, idx_bytes(0x801, {3}, byte_str({1, 12, 2})));
   MS_REQUIRE_THROWS_MSG(ms::data::load_idx_dataset(pi, pl, false, 0, 1, 10), ms::IOError,
                         msg(pl, "label 12 at index 1 is out of range 0..9"));
   MS_REQUIRE_THROWS_MSG(ms::data::load_idx_dataset(pl, pi), ms::IOError,
@@ -233,7 +199,7 @@ TEST_CASE("idx: image/label count mismatch and labels out of range", "[idx]") {
 TEST_CASE("idx: load_fashion_mnist from a directory of crafted files", "[idx]") {
   TempDir dir;
   write_gz(dir / "t10k-images-idx3-ubyte.gz", idx_bytes(0x803, {2, 28, 28}, iota_bytes(2 * 784)));
-  write_plain(dir / "t10k-labels-idx1-ubyte", idx_bytes(0x801, {2}, bytes_of({9, 0})));
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_bytes(0x801, {2}, byte_str({9, 0})));
   auto ds = ms::data::load_fashion_mnist(dir.path, /*train=*/false);
   CHECK(ds.images.shape() == ms::Shape{2, 1, 28, 28});
   CHECK(ds.images.to_vector()[300] == Approx((300 % 256) / 255.0));
@@ -244,7 +210,7 @@ TEST_CASE("idx: load_fashion_mnist from a directory of crafted files", "[idx]") 
                         "[ms.io_error] idx: Fashion-MNIST: neither '" + (dir / "train-images-idx3-ubyte.gz").string() +
                             "' nor '" + (dir / "train-images-idx3-ubyte").string() + "' exists");
   write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x803, {1, 2, 2}, iota_bytes(4)));
-  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {1}, bytes_of({1})));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {1}, byte_str({1})));
   MS_REQUIRE_THROWS_MSG(ms::data::load_fashion_mnist(dir.path), ms::IOError,
                         "[ms.io_error] idx: '" + (dir / "train-images-idx3-ubyte.gz").string() +
                             "': Fashion-MNIST images are 28x28, got 2x2");

@@ -37,6 +37,7 @@ namespace graph = ms::graph;
 namespace backend = ms::backend;
 using i64 = std::int64_t;
 using Bytes = std::vector<unsigned char>;
+using ms_test::bytes_of;  // the elements' bytes in row-major order (any layout)
 
 /// Random values of dtype d: floats in [-3, 3), signed ints in [-6, 6], uint8 in [0, 11], bools.
 AnyTensor random_tensor(const Shape& s, DType d, std::mt19937& rng) {
@@ -52,13 +53,6 @@ AnyTensor random_tensor(const Shape& s, DType d, std::mt19937& rng) {
     }
   });
   return t;
-}
-
-/// The elements' bytes in row-major order (any layout).
-Bytes bytes_of(const AnyTensor& t) {
-  AnyTensor c = ops::detail::contiguous_raw(t);
-  auto p = static_cast<const unsigned char*>(c.raw_data());
-  return Bytes(p, p + c.nbytes());
 }
 
 /// Distance in ulps between two floats of the same sign class (huge for NaN vs number).

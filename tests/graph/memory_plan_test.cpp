@@ -23,25 +23,10 @@ namespace ops = ms::ops;
 namespace graph = ms::graph;
 namespace backend = ms::backend;
 using i64 = std::int64_t;
+using ms_test::same_bits;
 
-Tensor<float> random_tensor(const Shape& s, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  Tensor<float> t = AnyTensor::empty(s, DType::f32);
-  auto* p = static_cast<float*>(t.raw_data());
-  for (i64 i = 0; i < t.numel(); ++i) p[i] = u(rng);
-  return t;
-}
-
-std::vector<unsigned char> bytes_of(const AnyTensor& t) {
-  AnyTensor c = ops::detail::contiguous_raw(t);
-  auto p = static_cast<const unsigned char*>(c.raw_data());
-  return {p, p + c.nbytes()};
-}
-
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && bytes_of(a) == bytes_of(b);
-}
+/// Uniform in [-2, 2) from `seed`.
+Tensor<float> dag_value(const Shape& s, std::uint32_t seed) { return ms_test::random_floats(s, seed, -2.0f, 2.0f); }
 
 /// A random program of `steps` steps over inputs x0, x1 (32, 32), bias (32,), col (32, 1):
 /// unary and binary elementwise ops with random fan-in (biased toward recent values),
@@ -100,8 +85,8 @@ std::vector<AnyTensor> random_dag(std::uint32_t seed, int steps, const std::vect
 }
 
 std::vector<AnyTensor> dag_inputs(std::uint32_t seed) {
-  return {random_tensor({32, 32}, seed), random_tensor({32, 32}, seed + 1), random_tensor({32}, seed + 2),
-          random_tensor({32, 1}, seed + 3)};
+  return {dag_value({32, 32}, seed), dag_value({32, 32}, seed + 1), dag_value({32}, seed + 2),
+          dag_value({32, 1}, seed + 3)};
 }
 
 /// Largest sum of 64-byte-aligned sizes live at one step, by brute force.
@@ -237,7 +222,7 @@ TEST_CASE("memory plan: random DAGs of 100+ nodes replay like eager, with and wi
 TEST_CASE("memory plan: a chain of 10 unary ops on 1M floats runs in one arena buffer", "[graph]") {
   const i64 n = 1 << 20;
   const std::size_t bytes = static_cast<std::size_t>(n) * 4;
-  Tensor<float> x = random_tensor({n}, 7);
+  Tensor<float> x = dag_value({n}, 7);
   auto chain = [](const AnyTensor& v) {
     AnyTensor y = ops::tanh(v);
     y = ops::sin(y);
@@ -256,7 +241,7 @@ TEST_CASE("memory plan: a chain of 10 unary ops on 1M floats runs in one arena b
   cap.output(y);
   graph::Graph g = cap.finish();
   REQUIRE(g.num_nodes() == 10);
-  Tensor<float> x2 = random_tensor({n}, 8);
+  Tensor<float> x2 = dag_value({n}, 8);
   AnyTensor e2 = chain(x2);
   SECTION("in place: the nine intermediates share one buffer") {
     backend::CompileOptions opt;
@@ -295,7 +280,7 @@ TEST_CASE("memory plan: a value read again later is not overwritten in place", "
     AnyTensor c = ops::sin(b);   // may write over b
     return ops::add(c, a);
   };
-  Tensor<float> x = random_tensor({n}, 9), x2 = random_tensor({n}, 10);
+  Tensor<float> x = dag_value({n}, 9), x2 = dag_value({n}, 10);
   graph::Capture cap;
   cap.input(x);
   AnyTensor y = fn(x);
@@ -323,7 +308,7 @@ TEST_CASE("memory plan: an op that also reads a view of its input's buffer does 
     AnyTensor r = ops::slice(a, 0, 0, 1);      // row 0 of a, (1, 64)
     return ops::reshape(ops::tanh(ops::add(a, ops::expand(r, {64, 64}))), {4096});  // every row reads row 0
   };
-  Tensor<float> x = random_tensor({64, 64}, 11), x2 = random_tensor({64, 64}, 12);
+  Tensor<float> x = dag_value({64, 64}, 11), x2 = dag_value({64, 64}, 12);
   for (auto* f : {+fn, +fn_expand}) {
     for (int level : {1, 2}) {
       INFO("opt_level " << level);

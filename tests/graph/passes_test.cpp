@@ -24,26 +24,8 @@ namespace ops = ms::ops;
 namespace graph = ms::graph;
 namespace backend = ms::backend;
 using i64 = std::int64_t;
-
-Tensor<float> random_floats(const Shape& s, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  Tensor<float> t = AnyTensor::empty(s, DType::f32);
-  auto* p = static_cast<float*>(t.raw_data());
-  for (i64 i = 0; i < t.numel(); ++i) p[i] = u(rng);
-  return t;
-}
-
-std::vector<unsigned char> bytes_of(const AnyTensor& t) {
-  AnyTensor c = ops::detail::contiguous_raw(t);
-  auto p = static_cast<const unsigned char*>(c.raw_data());
-  return {p, p + c.nbytes()};
-}
-
-/// Same dtype, shape and bits.
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && bytes_of(a) == bytes_of(b);
-}
+using ms_test::random_floats;
+using ms_test::same_bits;
 
 /// Captures fn(x) with x as the input and every returned tensor as an output.
 template <class F>

@@ -21,32 +21,14 @@ namespace ops = ms::ops;
 namespace graph = ms::graph;
 namespace backend = ms::backend;
 using i64 = std::int64_t;
+using ms_test::same_bits;
+using ms_test::ThreadGuard;
 
+/// Uniform in [-3, 3) (drawn in double) from `seed`.
 template <class T = float>
-Tensor<T> random_tensor(const Shape& s, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-3.0, 3.0);
-  Tensor<T> t = AnyTensor::empty(s, ms::dtype_v<T>);
-  auto* p = static_cast<T*>(t.raw_data());
-  for (i64 i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(u(rng));
-  return t;
+Tensor<T> random_input(const Shape& s, std::uint32_t seed) {
+  return ms_test::random<T>(s, seed, -3.0, 3.0);
 }
-
-std::vector<unsigned char> bytes_of(const AnyTensor& t) {
-  AnyTensor c = ops::detail::contiguous_raw(t);
-  auto p = static_cast<const unsigned char*>(c.raw_data());
-  return {p, p + c.nbytes()};
-}
-
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && bytes_of(a) == bytes_of(b);
-}
-
-/// Restores the thread count at scope exit.
-struct ThreadGuard {
-  int saved = ms::get_num_threads();
-  ~ThreadGuard() { ms::set_num_threads(saved); }
-};
 
 }  // namespace
 
@@ -60,7 +42,7 @@ TEST_CASE("jit: traces once per input signature and replays afterwards", "[graph
     return body(x);
   });
   CHECK(f.executable() == nullptr);
-  Tensor<float> a = random_tensor({3, 4}, 1), b = random_tensor({3, 4}, 2), c = random_tensor({5, 4}, 3);
+  Tensor<float> a = random_input({3, 4}, 1), b = random_input({3, 4}, 2), c = random_input({5, 4}, 3);
 
   Tensor<float> ya = f(a);
   CHECK(f.num_traces() == 1);
@@ -81,7 +63,7 @@ TEST_CASE("jit: traces once per input signature and replays afterwards", "[graph
   CHECK(traced == 2);
   CHECK(same_bits(yc, body(c)));
 
-  Tensor<double> d = random_tensor<double>({3, 4}, 4);
+  Tensor<double> d = random_input<double>({3, 4}, 4);
   Tensor<double> yd = f(d);  // a new dtype traces again
   CHECK(f.num_traces() == 3);
   CHECK(traced == 3);
@@ -104,7 +86,7 @@ TEST_CASE("jit: the cache is bounded; evicted signatures trace again", "[graph]"
         return ms::exp(x) * 2.0f;
       },
       {}, 1);
-  Tensor<float> a = random_tensor({3, 4}, 5), c = random_tensor({5, 4}, 6);
+  Tensor<float> a = random_input({3, 4}, 5), c = random_input({5, 4}, 6);
   for (int i = 0; i < 4; ++i) {
     Tensor<float> y = f(i % 2 ? c : a);
     CHECK(same_bits(y, ms::exp(i % 2 ? c : a) * 2.0f));
@@ -124,7 +106,7 @@ TEST_CASE("jit: the cache is bounded; evicted signatures trace again", "[graph]"
 
 TEST_CASE("jit: several inputs and outputs", "[graph]") {
   auto f = ms::jit([](const Tensor<float>& x, const Tensor<float>& y) { return std::make_tuple(x + y, x * y, ms::sin(x)); });
-  Tensor<float> a = random_tensor({7}, 7), b = random_tensor({7}, 8), c = random_tensor({7}, 9), d = random_tensor({7}, 10);
+  Tensor<float> a = random_input({7}, 7), b = random_input({7}, 8), c = random_input({7}, 9), d = random_input({7}, 10);
   f(a, b);
   auto [s, p, q] = f(c, d);
   CHECK(f.num_replays() == 1);
@@ -135,7 +117,7 @@ TEST_CASE("jit: several inputs and outputs", "[graph]") {
 
 TEST_CASE("jit: a trace with the same tensor passed twice does not tie the two arguments together", "[graph]") {
   auto f = ms::jit([](const Tensor<float>& x, const Tensor<float>& y) { return x * 2.0f + y; });
-  Tensor<float> a = random_tensor({6}, 11), p = random_tensor({6}, 12), q = random_tensor({6}, 13);
+  Tensor<float> a = random_input({6}, 11), p = random_input({6}, 12), q = random_input({6}, 13);
   CHECK(same_bits(f(a, a), a * 2.0f + a));
   CHECK(same_bits(f(p, q), p * 2.0f + q));
   CHECK(same_bits(f(q, q), q * 2.0f + q));
@@ -145,7 +127,7 @@ TEST_CASE("jit: a trace with the same tensor passed twice does not tie the two a
 // ---- Executable::run input checks -------------------------------------------------------------
 
 TEST_CASE("replay: bad inputs are rejected with exact messages", "[graph]") {
-  Tensor<float> x = random_tensor({2, 3}, 14);
+  Tensor<float> x = random_input({2, 3}, 14);
   graph::Capture cap;
   cap.input(x);
   Tensor<float> y = ms::exp(x) + 1.0f;
@@ -153,11 +135,11 @@ TEST_CASE("replay: bad inputs are rejected with exact messages", "[graph]") {
   backend::Executable exe = backend::compile(cap.finish());
   MS_REQUIRE_THROWS_MSG(exe.run({x, x}), ms::ValueError, "[ms.value_error] run: the graph takes 1 inputs, got 2");
   MS_REQUIRE_THROWS_MSG(exe.run(std::vector<AnyTensor>{}), ms::ValueError, "[ms.value_error] run: the graph takes 1 inputs, got 0");
-  MS_REQUIRE_THROWS_MSG(exe.run({random_tensor<double>({2, 3}, 15)}), ms::DTypeError,
+  MS_REQUIRE_THROWS_MSG(exe.run({random_input<double>({2, 3}, 15)}), ms::DTypeError,
                         "[ms.dtype_error] run: input 0 must be float32 (2, 3), got float64 (2, 3)");
-  MS_REQUIRE_THROWS_MSG(exe.run({random_tensor({3, 2}, 16)}), ms::ShapeError,
+  MS_REQUIRE_THROWS_MSG(exe.run({random_input({3, 2}, 16)}), ms::ShapeError,
                         "[ms.shape_error] run: input 0 must be float32 (2, 3), got float32 (3, 2)");
-  MS_REQUIRE_THROWS_MSG(exe.run({random_tensor({6}, 17)}), ms::ShapeError,
+  MS_REQUIRE_THROWS_MSG(exe.run({random_input({6}, 17)}), ms::ShapeError,
                         "[ms.shape_error] run: input 0 must be float32 (2, 3), got float32 (6,)");
   MS_REQUIRE_THROWS_MSG(exe.run({AnyTensor()}), ms::ValueError, "[ms.value_error] run: input 0 is an undefined tensor");
   // A good run after the bad ones.
@@ -173,8 +155,8 @@ TEST_CASE("replay: deterministic across runs and thread counts for a fused kerne
     // x (B, N), bias (N,) row broadcast, col (B, 1) column broadcast, w (N, B) read transposed.
     return ms::tanh(x * 0.5f + bias) * col - w.t() / (1.0f + ms::exp(x));
   };
-  Tensor<float> x = random_tensor({B, N}, 20), bias = random_tensor({N}, 21), col = random_tensor({B, 1}, 22),
-                w = random_tensor({N, B}, 23);
+  Tensor<float> x = random_input({B, N}, 20), bias = random_input({N}, 21), col = random_input({B, 1}, 22),
+                w = random_input({N, B}, 23);
   graph::Capture cap;
   for (const AnyTensor& t : {AnyTensor(x), AnyTensor(bias), AnyTensor(col), AnyTensor(w)}) cap.input(t);
   Tensor<float> y0 = fn(x, bias, col, w);
@@ -186,8 +168,8 @@ TEST_CASE("replay: deterministic across runs and thread counts for a fused kerne
   for (auto& n : exe.graph().nodes())
     if (n.fused) CHECK(n.fused->members.size() == 8);
 
-  Tensor<float> x2 = random_tensor({B, N}, 24), bias2 = random_tensor({N}, 25), col2 = random_tensor({B, 1}, 26),
-                w2 = random_tensor({N, B}, 27);
+  Tensor<float> x2 = random_input({B, N}, 24), bias2 = random_input({N}, 25), col2 = random_input({B, 1}, 26),
+                w2 = random_input({N, B}, 27);
   std::vector<AnyTensor> in{x2, bias2, col2, w2};
   ms::set_num_threads(1);
   Tensor<float> eager1 = fn(x2, bias2, col2, w2);
@@ -210,7 +192,7 @@ TEST_CASE("replay: a fused node reads transposed and sliced operands at every th
     Tensor<float> bs = b.slice(1, 0, 768, 2);  // (512, 384), every second column
     return ms::sigmoid(at * bs + 0.25f) - ms::abs(at);
   };
-  Tensor<float> a = random_tensor({384, 512}, 30), b = random_tensor({512, 768}, 31);
+  Tensor<float> a = random_input({384, 512}, 30), b = random_input({512, 768}, 31);
   graph::Capture cap;
   cap.input(a);
   cap.input(b);
@@ -218,7 +200,7 @@ TEST_CASE("replay: a fused node reads transposed and sliced operands at every th
   cap.output(y);
   backend::Executable exe = backend::compile(cap.finish());
   REQUIRE(exe.graph().count("fused") == 1);
-  Tensor<float> a2 = random_tensor({384, 512}, 32), b2 = random_tensor({512, 768}, 33);
+  Tensor<float> a2 = random_input({384, 512}, 32), b2 = random_input({512, 768}, 33);
   for (int threads : {1, 2}) {
     ms::set_num_threads(threads);
     INFO(threads << " threads");
@@ -229,7 +211,7 @@ TEST_CASE("replay: a fused node reads transposed and sliced operands at every th
 TEST_CASE("replay: a graph that reshapes its input accepts a non-contiguous input", "[graph]") {
   auto fn = [](const Tensor<float>& x) { return ms::exp(x.reshape({16})) * 2.0f; };
   auto f = ms::jit(fn);
-  Tensor<float> a = random_tensor({4, 4}, 40), b = random_tensor({4, 4}, 41);
+  Tensor<float> a = random_input({4, 4}, 40), b = random_input({4, 4}, 41);
   CHECK(same_bits(f(a), fn(a)));
   Tensor<float> bt = b.t();  // same signature (float32 (4, 4)), transposed strides
   REQUIRE_FALSE(bt.is_contiguous());
@@ -240,8 +222,8 @@ TEST_CASE("replay: a graph that reshapes its input accepts a non-contiguous inpu
 
 TEST_CASE("replay: elementwise and fused steps accept non-contiguous inputs of the traced shape", "[graph]") {
   auto fn = [](const Tensor<float>& x, const Tensor<float>& y) { return ms::exp(x) * 2.0f + y; };
-  Tensor<float> a = random_tensor({6, 6}, 60), b = random_tensor({6, 6}, 61);
-  Tensor<float> c = random_tensor({6, 6}, 62), d = random_tensor({6, 6}, 63);
+  Tensor<float> a = random_input({6, 6}, 60), b = random_input({6, 6}, 61);
+  Tensor<float> c = random_input({6, 6}, 62), d = random_input({6, 6}, 63);
   for (int level : {0, 1, 2}) {
     INFO("opt_level " << level);
     backend::CompileOptions opt;
@@ -258,7 +240,7 @@ TEST_CASE("replay: elementwise and fused steps accept non-contiguous inputs of t
 }
 
 TEST_CASE("replay: an output that is a view of an input or of an intermediate is a copy", "[graph]") {
-  Tensor<float> x = random_tensor({3, 4}, 50);
+  Tensor<float> x = random_input({3, 4}, 50);
   graph::Capture cap;
   cap.input(x);
   Tensor<float> u = ms::exp(x);
@@ -266,7 +248,7 @@ TEST_CASE("replay: an output that is a view of an input or of an intermediate is
   cap.output(v1);
   cap.output(v2);
   backend::Executable exe = backend::compile(cap.finish());
-  Tensor<float> x2 = random_tensor({3, 4}, 51), x3 = random_tensor({3, 4}, 52);
+  Tensor<float> x2 = random_input({3, 4}, 51), x3 = random_input({3, 4}, 52);
   auto r2 = exe.run({x2});
   auto r3 = exe.run({x3});
   CHECK(same_bits(r2[0], x2.t()));

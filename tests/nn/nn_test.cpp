@@ -17,6 +17,7 @@ namespace nn = ms::nn;
 using ms::AnyTensor;
 using ms::Tensor;
 using ms_test::require_values;
+using ms_test::values;
 
 namespace {
 
@@ -25,14 +26,11 @@ void set(Tensor<float> t, const std::vector<float>& v) {
   ms::NoGradGuard no_grad;
   t.copy_(ms::from_vector<float>(v, t.shape()));
 }
-Tensor<float> iota(const ms::Shape& shape, float start = 0, float step = 1) {
+/// A float32 tensor of `shape` holding start, start + step, start + 2 step, ... (row-major).
+Tensor<float> ramp(const ms::Shape& shape, float start = 0, float step = 1) {
   Tensor<float> t = AnyTensor::empty(shape, ms::DType::f32);
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data()[i] = start + step * static_cast<float>(i);
   return t;
-}
-std::vector<double> to_double(const Tensor<float>& t) {
-  auto v = t.to_vector();
-  return {v.begin(), v.end()};
 }
 std::vector<std::string> names_of(const nn::Module& m) {
   std::vector<std::string> out;
@@ -54,7 +52,7 @@ TEST_CASE("Linear: forward equals x @ W^T + b computed by hand", "[nn]") {
   require_values(y, {-1.5, -2.5, 4.5, -2.5});
   CHECK(y.to_vector() == ms::linear(x, lin.weight, lin.bias).to_vector());
   // Any leading dims.
-  Tensor<float> x3 = iota({2, 2, 3});
+  Tensor<float> x3 = ramp({2, 2, 3});
   CHECK(lin(x3).shape() == ms::Shape{2, 2, 2});
   // Without bias.
   nn::Linear nob(3, 2, false);
@@ -62,7 +60,7 @@ TEST_CASE("Linear: forward equals x @ W^T + b computed by hand", "[nn]") {
   CHECK(names_of(nob) == std::vector<std::string>{"weight"});
   set(nob.weight, {1, 2, 3, -1, 0, 1});
   require_values(nob(x), {-2, -2, 4, -2});
-  MS_REQUIRE_THROWS_MSG(lin(iota({2, 4})), ms::ShapeError,
+  MS_REQUIRE_THROWS_MSG(lin(ramp({2, 4})), ms::ShapeError,
                         "[ms.shape_error] Linear: expected an input of shape (..., 3), got (2, 4)");
   MS_REQUIRE_THROWS_MSG(lin(Tensor<double>{1, 2, 3}), ms::DTypeError,
                         "[ms.dtype_error] Linear: expected a float32 input, got float64 (3,) (convert it with ms::cast)");
@@ -338,7 +336,7 @@ TEST_CASE("Activations and Flatten: values computed by hand", "[nn]") {
   require_values(nn::Identity()(x), {-2, -0.5, 0, 1, 3});
   MS_REQUIRE_THROWS_MSG(nn::GELU("fast"), ms::ValueError,
                         "[ms.value_error] GELU: approximate must be \"none\" or \"tanh\", got \"fast\"");
-  Tensor<float> img = iota({2, 3, 4, 5});
+  Tensor<float> img = ramp({2, 3, 4, 5});
   CHECK(nn::Flatten()(img).shape() == ms::Shape{2, 60});
   CHECK(nn::Flatten(0, 1)(img).shape() == ms::Shape{6, 4, 5});
   CHECK(nn::Flatten()(img).to_vector() == img.to_vector());
@@ -349,7 +347,7 @@ TEST_CASE("Sequential: forward composes its modules", "[nn]") {
   auto l2 = nn::make<nn::Linear>(4, 2);
   nn::Sequential seq;
   seq.push_back(l1).push_back(nn::make<nn::ReLU>()).push_back(l2);
-  Tensor<float> x = iota({5, 3}, -1, 0.25f);
+  Tensor<float> x = ramp({5, 3}, -1, 0.25f);
   Tensor<float> want = ms::linear(ms::relu(ms::linear(x, l1->weight, l1->bias)), l2->weight, l2->bias);
   CHECK(seq(x).to_vector() == want.to_vector());
 }
@@ -416,7 +414,7 @@ TEST_CASE("Conv2d: forward equals a direct convolution by hand", "[nn]") {
 }
 
 TEST_CASE("MaxPool2d, AvgPool2d, AdaptiveAvgPool2d: values by hand", "[nn]") {
-  Tensor<float> x = iota({1, 1, 4, 4});  // 0..15 row-major
+  Tensor<float> x = ramp({1, 1, 4, 4});  // 0..15 row-major
   require_values(nn::MaxPool2d(2)(x), {5, 7, 13, 15});
   require_values(nn::AvgPool2d(2)(x), {2.5, 4.5, 10.5, 12.5});
   require_values(nn::MaxPool2d(3, 1)(x), {10, 11, 14, 15});
@@ -475,8 +473,8 @@ TEST_CASE("BatchNorm2d: a captured training step keeps updating the running stat
     step(xi);
   }
   CHECK(step.num_replays() == 2);
-  require_values(captured.running_mean, to_double(eager.running_mean), 1e-6);
-  require_values(captured.running_var, to_double(eager.running_var), 1e-6);
+  require_values(captured.running_mean, values(eager.running_mean), 1e-6);
+  require_values(captured.running_var, values(eager.running_var), 1e-6);
   CHECK(captured.num_batches_tracked.item() == 3);
 
   // A captured eval forward reads the running statistics current at each replay.
@@ -488,7 +486,7 @@ TEST_CASE("BatchNorm2d: a captured training step keeps updating the running stat
   captured.eval();
   Tensor<float> replayed = infer(x);
   CHECK(infer.num_replays() == 1);
-  require_values(replayed, to_double(captured(x)), 1e-6, 1e-6);
+  require_values(replayed, values(captured(x)), 1e-6, 1e-6);
 }
 
 TEST_CASE("LayerNorm: normalizes the trailing dims", "[nn]") {

@@ -20,33 +20,14 @@
 namespace fs = std::filesystem;
 using ms::AnyTensor;
 using ms::Tensor;
+using ms_test::io_error_of;
+using ms_test::read_bytes;
 using ms_test::require_values;
+using ms_test::TempDir;
+using ms_test::write_bytes;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / fmt::format("ms_safetensors_test_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 /// 8-byte little-endian length, header, data.
 std::string st_bytes(const std::string& header, const std::string& data) {
   std::string out;
@@ -54,19 +35,10 @@ std::string st_bytes(const std::string& header, const std::string& data) {
   for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + data;
 }
-std::string raw(const AnyTensor& t) {
+/// The tensor's data bytes, row-major (through ms::ops::contiguous).
+std::string data_bytes(const AnyTensor& t) {
   AnyTensor c = ms::ops::contiguous(t);
   return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
-}
-/// The what() of the IOError that f throws ("(no IOError)" when it throws none).
-template <class F>
-std::string io_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ms::IOError& e) {
-    return e.what();
-  }
-  return "(no IOError)";
 }
 std::string f32_bytes(std::initializer_list<float> v) {
   std::string s;
@@ -149,7 +121,7 @@ TEST_CASE("safetensors: every dtype round trips bit for bit", "[safetensors]") {
     CHECK(u.dtype() == t.dtype());
     CHECK(u.shape() == t.shape());
     CHECK(u.is_contiguous());
-    CHECK(raw(u) == raw(t));
+    CHECK(data_bytes(u) == data_bytes(t));
   }
   CHECK(Tensor<float>(out.at("f32_strided")).to_vector() == f.t().to_vector());
 }
@@ -284,8 +256,8 @@ TEST_CASE("nn::save / nn::load: a module's state dict round trips bit for bit", 
   Outer b;
   Tensor<float> w_handle = b.inner->w;  // loading writes in place: existing handles see the values
   ms::nn::load(b, p);
-  CHECK(raw(b.scale) == raw(a.scale));
-  CHECK(raw(w_handle) == raw(a.inner->w));
+  CHECK(data_bytes(b.scale) == data_bytes(a.scale));
+  CHECK(data_bytes(w_handle) == data_bytes(a.inner->w));
   CHECK(Tensor<std::int64_t>(b.count).item() == 7);
   CHECK(b.scale.requires_grad());  // still a parameter
 

@@ -33,23 +33,17 @@ using ms::DType;
 using ms::half;
 using ms::Shape;
 using ms::Tensor;
+using ms_test::kInf;
+using ms_test::kNaN;
+using ms_test::ThreadGuard;
 namespace ops = ms::ops;
 using i64 = std::int64_t;
 using u64 = std::uint64_t;
-
-const double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 template <class T>
 inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-
-/// Restores the thread count at scope exit.
-struct ThreadGuard {
-  int saved = ms::get_num_threads();
-  ~ThreadGuard() { ms::set_num_threads(saved); }
-};
 
 // ---- building and reading tensors -------------------------------------------------------------
 
@@ -136,8 +130,9 @@ void check_values(const std::string& what, const ms::Tensor<T>& got, const std::
   else SUCCEED();
 }
 
-/// True when two tensors hold the same bytes in the same shape (bitwise, NaN included).
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
+/// True when two tensors are contiguous and hold the same bytes in the same shape (bitwise,
+/// NaN included). Stricter than ms_test::same_bits: a non-contiguous result fails.
+bool same_contiguous_bits(const AnyTensor& a, const AnyTensor& b) {
   if (!(a.shape() == b.shape()) || a.dtype() != b.dtype() || !a.is_contiguous() || !b.is_contiguous()) return false;
   return std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
@@ -734,14 +729,14 @@ TEST_CASE("unary ops on big inputs: multi-threaded result equals the reference a
         run_unary_case<T>(c, xs, x, "(big, 2 threads)");
         ms::set_num_threads(1);
         AnyTensor y1 = c.run(x);
-        REQUIRE(same_bits(y1, y2));
+        REQUIRE(same_contiguous_bits(y1, y2));
         // A big transposed input takes the strided (gathering) path, split by rows.
         Tensor<T> xt = make(xs, Shape{300006 / 7, 7}).t();
         ms::set_num_threads(2);
         AnyTensor t2 = c.run(xt);
         ms::set_num_threads(1);
         AnyTensor t1 = c.run(xt);
-        REQUIRE(same_bits(t1, t2));
+        REQUIRE(same_contiguous_bits(t1, t2));
         std::vector<T> xtv = xt.to_vector();
         run_unary_case<T>(c, xtv, xt, "(big transposed)");
       }
@@ -889,7 +884,7 @@ TEST_CASE("binary ops on big inputs: multi-threaded result equals the reference 
         run_binary_case<T>(c, a, b, av, bv, "(big, 2 threads)");
         ms::set_num_threads(1);
         AnyTensor y1 = c.run(a, b);
-        REQUIRE(same_bits(y1, y2));
+        REQUIRE(same_contiguous_bits(y1, y2));
         // broadcast (600, 400) with a row and a column; transposed big operand
         Tensor<T> m = make(av, Shape{600, 400});
         Tensor<T> r = make(std::vector<T>(bv.begin(), bv.begin() + 400), Shape{400});
@@ -901,7 +896,7 @@ TEST_CASE("binary ops on big inputs: multi-threaded result equals the reference 
           ms::set_num_threads(1);
           AnyTensor z1 = c.run(x, y);
           INFO(name);
-          REQUIRE(same_bits(z1, z2));
+          REQUIRE(same_contiguous_bits(z1, z2));
           Shape out = z1.shape();
           run_binary_case<T>(c, x, y, take(x.to_vector(), broadcast_index(out, x.shape())),
                              take(y.to_vector(), broadcast_index(out, y.shape())), std::string("(big ") + name + ")");
@@ -1066,7 +1061,7 @@ TEST_CASE("where selects with broadcasting for every dtype", "[op][elementwise]"
       Tensor<T> y2 = ms::where(bc, ba, bb);
       ms::set_num_threads(1);
       Tensor<T> y1 = ms::where(bc, ba, bb);
-      REQUIRE(same_bits(y1, y2));
+      REQUIRE(same_contiguous_bits(y1, y2));
       std::vector<T> bexp;
       for (std::size_t i = 0; i < big_c.size(); ++i) bexp.push_back(big_c[i] ? big_a[i] : big_b[i]);
       check_values<T>("where (big)", y2, bexp);
@@ -1113,7 +1108,7 @@ TEST_CASE("copy (clone/contiguous) of every storage dtype and layout", "[op][ele
       AnyTensor c2 = ops::clone(big);
       ms::set_num_threads(1);
       AnyTensor c1 = ops::clone(big);
-      REQUIRE(same_bits(c1, c2));
+      REQUIRE(same_contiguous_bits(c1, c2));
       check_values<T>("clone (big transposed)", Tensor<T>(c2), big.to_vector());
     }
   });

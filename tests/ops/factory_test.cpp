@@ -14,24 +14,7 @@ MS_TEST_COVERS("fill", "arange", "linspace", "eye", "rand", "randn", "randint");
 using ms::DType;
 using ms_test::require_shape;
 using ms_test::require_values;
-
-namespace {
-/// Elements as doubles (works for half/bfloat16 too).
-template <class T>
-std::vector<double> values(const ms::Tensor<T>& t) {
-  std::vector<double> out;
-  for (auto v : t.to_vector()) out.push_back(static_cast<double>(static_cast<float>(v)));
-  return out;
-}
-template <>
-std::vector<double> values(const ms::Tensor<double>& t) { return t.to_vector(); }
-template <>
-std::vector<double> values(const ms::Tensor<std::int64_t>& t) {
-  std::vector<double> out;
-  for (auto v : t.to_vector()) out.push_back(static_cast<double>(v));
-  return out;
-}
-}  // namespace
+using ms_test::values;  // elements as doubles (half/bfloat16 too)
 
 TEST_CASE("creation ops are registered as zero-input creation ops", "[op]") {
   for (const char* name : {"fill", "arange", "linspace", "eye", "rand", "randn", "randint"}) {

@@ -9,27 +9,10 @@ MS_TEST_COVERS("copy_");
 namespace {
 
 using ms::Tensor;
+using ms_test::CountingTracer;
+using ms_test::iota;
 using ms_test::require_shape;
 using ms_test::require_values;
-
-template <class T>
-Tensor<T> iota(const ms::Shape& shape, double start = 0) {
-  Tensor<T> t = ms::AnyTensor::empty(shape, ms::dtype_v<T>);
-  T* p = static_cast<T*>(t.raw_data());
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(start + static_cast<double>(i));
-  return t;
-}
-
-struct CountingTracer : ms::ops::Tracer {
-  std::vector<std::string> names;
-  ms::ops::Tracer* prev;
-  CountingTracer() : prev(ms::ops::detail::tracer) { ms::ops::detail::tracer = this; }
-  ~CountingTracer() override { ms::ops::detail::tracer = prev; }
-  void record(const ms::ops::OpDef& op, std::span<const ms::AnyTensor>, const ms::ops::Attrs&,
-              std::span<const ms::AnyTensor>) override {
-    names.push_back(op.name);
-  }
-};
 
 }  // namespace
 

@@ -19,35 +19,13 @@ namespace {
 using ms::AnyTensor;
 using ms::Shape;
 using ms::Tensor;
+using ms_test::random;  // uniform in [-1, 1) for floats, integers in [-4, 4] for integer dtypes
 using ms_test::require_shape;
 using ms_test::require_values;
+using ms_test::ThreadGuard;
+using ms_test::values;
 namespace ops = ms::ops;
 using i64 = std::int64_t;
-
-struct ThreadGuard {
-  int saved = ms::get_num_threads();
-  ~ThreadGuard() { ms::set_num_threads(saved); }
-};
-
-/// A tensor of `shape` with pseudo-random values: uniform in [-1, 1] for floats, small
-/// integers in [-4, 4] for integer dtypes (exact in every dtype and every product here).
-template <class T>
-Tensor<T> random(const Shape& shape, unsigned seed) {
-  Tensor<T> t = AnyTensor::empty(shape, ms::dtype_v<T>);
-  T* p = static_cast<T*>(t.raw_data());
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  std::uniform_int_distribution<int> di(-4, 4);
-  for (i64 i = 0; i < t.numel(); ++i) p[i] = std::is_floating_point_v<T> ? static_cast<T>(d(g)) : static_cast<T>(di(g));
-  return t;
-}
-
-template <class T>
-std::vector<double> values(const Tensor<T>& t) {
-  std::vector<double> out;
-  for (T v : t.to_vector()) out.push_back(static_cast<double>(v));
-  return out;
-}
 
 /// NumPy matmul of logical values; writes the result's shape to `out_shape`.
 std::vector<double> ref_matmul(const std::vector<double>& a, Shape sa, const std::vector<double>& b, Shape sb,

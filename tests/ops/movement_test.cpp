@@ -11,43 +11,17 @@ MS_TEST_COVERS("concat", "stack", "split", "gather", "index_select", "one_hot");
 namespace {
 
 using ms::Tensor;
+using ms_test::CountingTracer;  // to check that kernels never dispatch other ops
+using ms_test::iota;
 using ms_test::require_shape;
 using ms_test::require_values;
-
-/// 0, 1, 2, ... laid out in `shape` (built without factory ops).
-template <class T>
-Tensor<T> iota(const ms::Shape& shape, double start = 0) {
-  Tensor<T> t = ms::AnyTensor::empty(shape, ms::dtype_v<T>);
-  T* p = static_cast<T*>(t.raw_data());
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(start + static_cast<double>(i));
-  return t;
-}
+using ms_test::values;
 
 std::vector<double> seq(double start, int n) {
   std::vector<double> v(n);
   std::iota(v.begin(), v.end(), start);
   return v;
 }
-
-/// The elements of t as doubles (row-major), for comparing two results.
-template <class T>
-std::vector<double> values(const Tensor<T>& t) {
-  std::vector<double> v;
-  for (T x : t.to_vector()) v.push_back(static_cast<double>(x));
-  return v;
-}
-
-/// Counts the ops recorded while installed, to check that kernels never dispatch other ops.
-struct CountingTracer : ms::ops::Tracer {
-  std::vector<std::string> names;
-  ms::ops::Tracer* prev;
-  CountingTracer() : prev(ms::ops::detail::tracer) { ms::ops::detail::tracer = this; }
-  ~CountingTracer() override { ms::ops::detail::tracer = prev; }
-  void record(const ms::ops::OpDef& op, std::span<const ms::AnyTensor>, const ms::ops::Attrs&,
-              std::span<const ms::AnyTensor>) override {
-    names.push_back(op.name);
-  }
-};
 
 }  // namespace
 

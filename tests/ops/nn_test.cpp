@@ -26,33 +26,13 @@ using ms::AnyTensor;
 using ms::Int2;
 using ms::Shape;
 using ms::Tensor;
+using ms_test::random;  // uniform in [-1, 1) from a fixed seed
 using ms_test::require_shape;
 using ms_test::require_values;
+using ms_test::ThreadGuard;
+using ms_test::values;
 namespace ops = ms::ops;
 using i64 = std::int64_t;
-
-struct ThreadGuard {
-  int saved = ms::get_num_threads();
-  ~ThreadGuard() { ms::set_num_threads(saved); }
-};
-
-/// Uniform values in [-1, 1] from a fixed seed.
-template <class T>
-Tensor<T> random(const Shape& shape, unsigned seed) {
-  Tensor<T> t = AnyTensor::empty(shape, ms::dtype_v<T>);
-  T* p = static_cast<T*>(t.raw_data());
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  for (i64 i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(d(g));
-  return t;
-}
-
-template <class T>
-std::vector<double> values(const Tensor<T>& t) {
-  std::vector<double> out;
-  for (T v : t.to_vector()) out.push_back(static_cast<double>(v));
-  return out;
-}
 
 template <class T>
 constexpr double tol() { return std::is_same_v<T, float> ? 2e-5 : 1e-12; }

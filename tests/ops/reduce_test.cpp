@@ -21,23 +21,21 @@ namespace {
 using ms::AnyTensor;
 using ms::Shape;
 using ms::Tensor;
+using ms_test::kInf;
+using ms_test::kNaN;
 using ms_test::require_shape;
 using ms_test::require_values;
+using ms_test::ThreadGuard;
+using ms_test::values;
 namespace ops = ms::ops;
 using i64 = std::int64_t;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr float fInf = std::numeric_limits<float>::infinity();  // for float literals
 constexpr float fNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct ThreadGuard {
-  int saved = ms::get_num_threads();
-  ~ThreadGuard() { ms::set_num_threads(saved); }
-};
-
+/// A tensor of dtype T and `shape` holding `v` (row-major), each value cast to T.
 template <class T>
-Tensor<T> make(const Shape& shape, const std::vector<double>& v) {
+Tensor<T> tensor_of(const Shape& shape, const std::vector<double>& v) {
   REQUIRE(ms::numel(shape) == static_cast<i64>(v.size()));
   Tensor<T> t = AnyTensor::empty(shape, ms::dtype_v<T>);
   T* p = static_cast<T*>(t.raw_data());
@@ -60,13 +58,6 @@ std::vector<double> ints(i64 n, int lo, int hi, unsigned seed) {
   std::vector<double> v(static_cast<std::size_t>(n));
   for (auto& x : v) x = d(g);
   return v;
-}
-
-template <class T>
-std::vector<double> values(const Tensor<T>& t) {
-  std::vector<double> out;
-  for (T v : t.to_vector()) out.push_back(static_cast<double>(v));
-  return out;
 }
 
 // ---- the reference --------------------------------------------------------------------------
@@ -237,11 +228,11 @@ TEST_CASE("reductions keep integer dtypes without promotion", "[op][reduce]") {
   Tensor<std::int32_t> s = ms::sum(a, {1});
   REQUIRE(s.dtype() == ms::DType::i32);
   require_values(s, {-2147483648.0, 2});  // wraps around like int32 arithmetic
-  Tensor<std::uint8_t> u = make<std::uint8_t>({3}, {200, 100, 1});
+  Tensor<std::uint8_t> u = tensor_of<std::uint8_t>({3}, {200, 100, 1});
   require_values(ms::sum(u), {45});  // 301 mod 256
   require_values(ms::prod(Tensor<std::int64_t>{3, -4, 5}), {-60});
   require_values(ms::max(Tensor<std::int64_t>{-3, -9}), {-3});
-  require_values(ms::argmax(make<std::uint8_t>({4}, {3, 9, 9, 1})), {1});
+  require_values(ms::argmax(tensor_of<std::uint8_t>({4}, {3, 9, 9, 1})), {1});
 }
 
 // ---- every op, dtype, axes combination and layout vs the reference ---------------------------
@@ -250,18 +241,18 @@ TEMPLATE_TEST_CASE("sum, prod, max, min over every axes combination", "[op][redu
                    std::int64_t, std::uint8_t) {
   using T = TestType;
   const bool is_float = std::is_floating_point_v<T>;
-  Tensor<T> x = make<T>({3, 4, 5}, is_float ? uniform(60, -2, 2, 1) : ints(60, 0, 9, 1));
+  Tensor<T> x = tensor_of<T>({3, 4, 5}, is_float ? uniform(60, -2, 2, 1) : ints(60, 0, 9, 1));
   // prod over up to 60 elements: values near 1 keep it finite (integers: 1 or 2, no overflow in int32).
   std::vector<double> signs = ints(60, 0, 1, 2);  // integers: products of +-1 (no overflow)
   for (auto& s : signs) s = std::is_signed_v<T> ? 2 * s - 1 : 1;
-  Tensor<T> p = make<T>({3, 4, 5}, is_float ? uniform(60, 0.8, 1.25, 2) : signs);
+  Tensor<T> p = tensor_of<T>({3, 4, 5}, is_float ? uniform(60, 0.8, 1.25, 2) : signs);
   const double tol = std::is_same_v<T, float> ? 1e-5 : (is_float ? 1e-12 : 0);
   check_all_axes("sum", x, tol, tol);
   check_all_axes("max", x, 0, 0);
   check_all_axes("min", x, 0, 0);
   check_all_axes("prod", p, tol, tol);
   check_arg_all_axes(x);
-  Tensor<T> y = make<T>({2, 3, 2, 3}, is_float ? uniform(36, -2, 2, 3) : ints(36, 0, 5, 3));
+  Tensor<T> y = tensor_of<T>({2, 3, 2, 3}, is_float ? uniform(36, -2, 2, 3) : ints(36, 0, 5, 3));
   check_all_axes("sum", y, tol, tol);
   check_all_axes("max", y, 0, 0);
   check_arg_all_axes(y);
@@ -270,7 +261,7 @@ TEMPLATE_TEST_CASE("sum, prod, max, min over every axes combination", "[op][redu
 TEMPLATE_TEST_CASE("mean, var, std over every axes combination", "[op][reduce]", float, double) {
   using T = TestType;
   const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
-  Tensor<T> x = make<T>({3, 4, 5}, uniform(60, -3, 5, 4));
+  Tensor<T> x = tensor_of<T>({3, 4, 5}, uniform(60, -3, 5, 4));
   check_all_axes("mean", x, tol, tol);
   check_all_axes("var", x, tol, tol);
   check_all_axes("std", x, tol, tol);
@@ -278,14 +269,14 @@ TEMPLATE_TEST_CASE("mean, var, std over every axes combination", "[op][reduce]",
     Tensor<T> v = ms::var(x, {1}, false, corr);
     require_values(v, ref_reduce(values(x), x.shape(), 2u, "var", corr), tol, tol);
   }
-  Tensor<T> y = make<T>({2, 3, 2, 3}, uniform(36, 10, 11, 5));
+  Tensor<T> y = tensor_of<T>({2, 3, 2, 3}, uniform(36, 10, 11, 5));
   check_all_axes("var", y, 1e-4, 1e-6);
 }
 
 TEMPLATE_TEST_CASE("reductions of non-contiguous views", "[op][reduce]", float, std::int32_t) {
   using T = TestType;
   const bool is_float = std::is_floating_point_v<T>;
-  Tensor<T> base = make<T>({4, 5, 6}, is_float ? uniform(120, -1, 1, 6) : ints(120, -50, 50, 6));
+  Tensor<T> base = tensor_of<T>({4, 5, 6}, is_float ? uniform(120, -1, 1, 6) : ints(120, -50, 50, 6));
   const double tol = is_float ? 1e-5 : 0;
   std::vector<std::pair<std::string, Tensor<T>>> views = {
       {"permute(2,0,1)", base.permute({2, 0, 1})},
@@ -293,9 +284,9 @@ TEMPLATE_TEST_CASE("reductions of non-contiguous views", "[op][reduce]", float, 
       {"slice step 2", base.slice(1, 0, 5, 2)},
       {"reversed axis", base.slice(2, -1, -7, -1)},
       {"permute+slice", base.permute({1, 2, 0}).slice(0, 1, 5, 3)},
-      {"expand", make<T>({4, 1, 6}, is_float ? uniform(24, -1, 1, 7) : ints(24, -9, 9, 7)).expand({4, 5, 6})},
-      {"expand leading", make<T>({5, 6}, is_float ? uniform(30, -1, 1, 8) : ints(30, -9, 9, 8)).expand({3, 5, 6})},
-      {"2-D transpose", make<T>({7, 9}, is_float ? uniform(63, -1, 1, 9) : ints(63, -9, 9, 9)).t()},
+      {"expand", tensor_of<T>({4, 1, 6}, is_float ? uniform(24, -1, 1, 7) : ints(24, -9, 9, 7)).expand({4, 5, 6})},
+      {"expand leading", tensor_of<T>({5, 6}, is_float ? uniform(30, -1, 1, 8) : ints(30, -9, 9, 8)).expand({3, 5, 6})},
+      {"2-D transpose", tensor_of<T>({7, 9}, is_float ? uniform(63, -1, 1, 9) : ints(63, -9, 9, 9)).t()},
   };
   for (auto& [name, v] : views) {
     INFO("view " << name);
@@ -336,7 +327,7 @@ TEST_CASE("reductions over zero-size dims", "[op][reduce]") {
 }
 
 TEST_CASE("reductions of 0-d tensors", "[op][reduce]") {
-  Tensor<double> s = make<double>(Shape{}, {2.5});
+  Tensor<double> s = tensor_of<double>(Shape{}, {2.5});
   for (const ops::IntList& axes : {ops::IntList{}, ops::IntList{0}, ops::IntList{-1}}) {
     require_shape(ms::sum(s, axes), {});
     require_values(ms::sum(s, axes), {2.5});
@@ -359,7 +350,7 @@ TEST_CASE("reductions propagate NaN and infinities", "[op][reduce]") {
     for (i64 pos : {i64{0}, n / 3, n - 1}) {
       std::vector<double> v = uniform(n, -1, 1, 11);
       v[pos] = kNaN;
-      Tensor<float> x = make<float>({n}, v);
+      Tensor<float> x = tensor_of<float>({n}, v);
       INFO("n " << n << " NaN at " << pos);
       require_values(ms::max(x), {kNaN});
       require_values(ms::min(x), {kNaN});
@@ -394,7 +385,7 @@ TEST_CASE("reductions propagate NaN and infinities", "[op][reduce]") {
 TEST_CASE("large float reductions match a double reference", "[op][reduce]") {
   // 0.1f added a million times: a plain running float sum is off by ~1%.
   const i64 n = 1 << 20;
-  Tensor<float> ones_tenth = make<float>({n}, std::vector<double>(n, 0.1));
+  Tensor<float> ones_tenth = tensor_of<float>({n}, std::vector<double>(n, 0.1));
   const double exact = static_cast<double>(0.1f) * n;
   CHECK(std::abs(ms::sum(ones_tenth).item() - exact) / exact < 1e-6);
   CHECK(std::abs(ms::mean(ones_tenth).item() - 0.1f) < 1e-7);
@@ -404,7 +395,7 @@ TEST_CASE("large float reductions match a double reference", "[op][reduce]") {
   require_values(ms::sum(mid, {1}), std::vector<double>(32, exact / 32), 1e-6, 0);
 
   // Random data over each kernel path, against the double reference.
-  Tensor<float> x = make<float>({1000003}, uniform(1000003, -1, 3, 12));
+  Tensor<float> x = tensor_of<float>({1000003}, uniform(1000003, -1, 3, 12));
   const std::vector<double> v = values(x);  // the float-rounded inputs
   double abs_sum = 0;
   for (double e : v) abs_sum += std::abs(e);
@@ -414,7 +405,7 @@ TEST_CASE("large float reductions match a double reference", "[op][reduce]") {
   require_values(ms::max(x), ref_reduce(v, x.shape(), 1u, "max"), 0, 0);
   require_values(ms::argmin(x), ref_reduce(v, x.shape(), 1u, "argmin"), 0, 0);
 
-  Tensor<float> m = make<float>({4099, 257}, uniform(4099 * 257, -1, 1, 13));
+  Tensor<float> m = tensor_of<float>({4099, 257}, uniform(4099 * 257, -1, 1, 13));
   const std::vector<double> w = values(m);
   for (unsigned mask : {1u, 2u}) {
     INFO("mask " << mask);
@@ -423,14 +414,14 @@ TEST_CASE("large float reductions match a double reference", "[op][reduce]") {
     require_values(ms::max(m, mask_axes(mask, 2, false)), ref_reduce(w, m.shape(), mask, "max"), 0, 0);
     require_values(ms::argmax(m, mask == 1u ? 0 : 1), ref_reduce(w, m.shape(), mask, "argmax"), 0, 0);
   }
-  Tensor<double> d = make<double>({3, 70001, 5}, uniform(3 * 70001 * 5, -1, 1, 14));
+  Tensor<double> d = tensor_of<double>({3, 70001, 5}, uniform(3 * 70001 * 5, -1, 1, 14));
   require_values(ms::sum(d, {1}), ref_reduce(values(d), d.shape(), 2u, "sum"), 1e-10, 1e-10);
   require_values(ms::sum(d.transpose(0, 1), {0}), ref_reduce(values(d), d.shape(), 2u, "sum"), 1e-10, 1e-10);
 }
 
 TEST_CASE("reduction results do not depend on the thread count", "[op][reduce]") {
   ThreadGuard guard;
-  Tensor<float> x = make<float>({1 << 20}, uniform(1 << 20, -1, 2, 15));
+  Tensor<float> x = tensor_of<float>({1 << 20}, uniform(1 << 20, -1, 2, 15));
   Tensor<float> m = x.reshape({2048, 512});
   Tensor<float> c = x.reshape({64, 64, 256});
   auto run = [&] {
@@ -527,7 +518,7 @@ TEMPLATE_TEST_CASE("softmax and log_softmax along any axis", "[op][softmax]", fl
   const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
   for (const Shape& s : {Shape{7}, Shape{3, 37}, Shape{2, 5, 300}, Shape{4, 1, 9}}) {
     std::vector<double> v = uniform(ms::numel(s), -6, 6, 21);
-    Tensor<T> x = make<T>(s, v);
+    Tensor<T> x = tensor_of<T>(s, v);
     for (int ax = 0; ax < s.rank(); ++ax) {
       INFO("shape " << ms::shape_str(s) << " axis " << ax);
       require_values(ms::softmax(x, ax), ref_softmax(v, s, ax, false), tol, tol);
@@ -535,7 +526,7 @@ TEMPLATE_TEST_CASE("softmax and log_softmax along any axis", "[op][softmax]", fl
     }
   }
   // Default axis is the last; non-contiguous inputs.
-  Tensor<T> m = make<T>({6, 10}, uniform(60, -3, 3, 22));
+  Tensor<T> m = tensor_of<T>({6, 10}, uniform(60, -3, 3, 22));
   Tensor<T> mt = m.t();  // (10, 6), transposed layout
   require_values(ms::softmax(mt), ref_softmax(values(mt), mt.shape(), 1, false), tol, tol);
   require_values(ms::log_softmax(m.slice(1, 0, 10, 3), 0), ref_softmax(values(m.slice(1, 0, 10, 3)), Shape{6, 4}, 0, true),
@@ -552,10 +543,10 @@ TEST_CASE("softmax is stable and handles edge cases", "[op][softmax]") {
   require_values(ms::softmax(Tensor<float>{{1, 2}, {fNaN, 0}}, 0),
                  {kNaN, 1 / (1 + std::exp(-2.0)), kNaN, 1 / (1 + std::exp(2.0))});
   // Sums to one along long rows (SIMD body + tail).
-  Tensor<float> r = ms::softmax(make<float>({2, 1003}, uniform(2006, -20, 20, 23)));
+  Tensor<float> r = ms::softmax(tensor_of<float>({2, 1003}, uniform(2006, -20, 20, 23)));
   require_values(ms::sum(r, {1}), {1, 1}, 1e-5);
   // 0-d and zero-size.
-  Tensor<float> s = make<float>(Shape{}, {3});
+  Tensor<float> s = tensor_of<float>(Shape{}, {3});
   require_values(ms::softmax(s), {1});
   require_values(ms::log_softmax(s, 0), {0});
   require_shape(ms::softmax(Tensor<float>(AnyTensor::empty(Shape{0, 4}, ms::DType::f32))), {0, 4});

@@ -3,12 +3,6 @@
 // outputs; statistic.csv values; overflow detection; exact config errors; results are
 // bit-identical with dump on and off.
 
-#include <catch2/catch.hpp>
-#include <ms/ms.hpp>
-
-#include <ms/tools/dump.hpp>
-#include <ms/tools/profiler.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,14 +12,16 @@
 #include <set>
 #include <sstream>
 
+#include "test_util.hpp"
+#include <ms/tools/dump.hpp>
+#include <ms/tools/profiler.hpp>
+
 namespace {
 
 namespace fs = std::filesystem;
 using ms::AnyTensor;
 using ms::Tensor;
-
-#define MS_DUMP_REQUIRE_THROWS_MSG(expr, E, message) \
-  REQUIRE_THROWS_MATCHES(expr, E, Catch::Matchers::Message(message))
+using ms_test::same_bits;
 
 fs::path fresh_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("ms_dump_test_" + name);
@@ -66,12 +62,6 @@ fs::path find_file(const fs::path& d, const std::string& prefix, const std::stri
       return d / f;
   FAIL("no file " << prefix << "*" << suffix << " in " << d);
   return {};
-}
-
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  auto ca = ms::ops::detail::contiguous_raw(a), cb = ms::ops::detail::contiguous_raw(b);
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
 std::vector<std::string> split_csv(const std::string& line) {
@@ -336,40 +326,40 @@ TEST_CASE("dump: bad configs give exact errors", "[tools]") {
   auto cfg = [](const std::string& extra) {
     return std::string(R"({"common_dump_settings": {"path": "/tmp/d")") + (extra.empty() ? "" : ", ") + extra + "}}";
   };
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("dump_mod": 0)")), ValueError,
-                             "[ms.value_error] dump config: unknown key \"dump_mod\" (accepted: dump_mode, path, "
-                             "net_name, iteration, input_output, kernels, saved_data, op_debug_mode, support_device, "
-                             "file_format)");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("dump_mode": 2)")), ValueError,
-                             "[ms.value_error] dump config: dump_mode must be 0 (all ops) or 1 (ops listed in "
-                             "kernels), got 2");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("dump_mode": 1)")), ValueError,
-                             "[ms.value_error] dump config: dump_mode 1 needs a non-empty kernels list");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(R"({"common_dump_settings": {"path": "rel/dir"}})"), ValueError,
-                             "[ms.value_error] dump config: path must be an absolute directory path, got \"rel/dir\"");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(R"({"common_dump_settings": {"dump_mode": 0}})"), ValueError,
-                             "[ms.value_error] dump config: missing required key \"path\"");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("iteration": "1-")")), ValueError,
-                             "[ms.value_error] dump config: iteration must be \"all\" or ranges like "
-                             "\"0|5-8|100-120\", got \"1-\"");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("iteration": "5-3")")), ValueError,
-                             "[ms.value_error] dump config: iteration must be \"all\" or ranges like "
-                             "\"0|5-8|100-120\", got \"5-3\"");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("input_output": 3)")), ValueError,
-                             "[ms.value_error] dump config: input_output must be 0 (inputs and outputs), 1 (inputs) "
-                             "or 2 (outputs), got 3");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("saved_data": "all")")), ValueError,
-                             "[ms.value_error] dump config: saved_data must be \"tensor\", \"statistic\" or \"full\", "
-                             "got \"all\"");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("op_debug_mode": 1)")), ValueError,
-                             "[ms.value_error] dump config: op_debug_mode must be 0 (off), 3 or 4 (overflow "
-                             "detection), got 1");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("kernels": "add")")), ValueError,
-                             "[ms.value_error] dump config: kernels must be a list of strings, got \"add\"");
-  MS_DUMP_REQUIRE_THROWS_MSG(DataDump::from_json(R"({"common_dump_settings": {"path": "/tmp/d"}, "extra": 1})"),
-                             ValueError,
-                             "[ms.value_error] dump config: unknown key \"extra\" (accepted at the top level: "
-                             "common_dump_settings, e2e_dump_settings, async_dump_settings)");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("dump_mod": 0)")), ValueError,
+                        "[ms.value_error] dump config: unknown key \"dump_mod\" (accepted: dump_mode, path, "
+                        "net_name, iteration, input_output, kernels, saved_data, op_debug_mode, support_device, "
+                        "file_format)");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("dump_mode": 2)")), ValueError,
+                        "[ms.value_error] dump config: dump_mode must be 0 (all ops) or 1 (ops listed in "
+                        "kernels), got 2");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("dump_mode": 1)")), ValueError,
+                        "[ms.value_error] dump config: dump_mode 1 needs a non-empty kernels list");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(R"({"common_dump_settings": {"path": "rel/dir"}})"), ValueError,
+                        "[ms.value_error] dump config: path must be an absolute directory path, got \"rel/dir\"");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(R"({"common_dump_settings": {"dump_mode": 0}})"), ValueError,
+                        "[ms.value_error] dump config: missing required key \"path\"");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("iteration": "1-")")), ValueError,
+                        "[ms.value_error] dump config: iteration must be \"all\" or ranges like "
+                        "\"0|5-8|100-120\", got \"1-\"");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("iteration": "5-3")")), ValueError,
+                        "[ms.value_error] dump config: iteration must be \"all\" or ranges like "
+                        "\"0|5-8|100-120\", got \"5-3\"");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("input_output": 3)")), ValueError,
+                        "[ms.value_error] dump config: input_output must be 0 (inputs and outputs), 1 (inputs) "
+                        "or 2 (outputs), got 3");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("saved_data": "all")")), ValueError,
+                        "[ms.value_error] dump config: saved_data must be \"tensor\", \"statistic\" or \"full\", "
+                        "got \"all\"");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("op_debug_mode": 1)")), ValueError,
+                        "[ms.value_error] dump config: op_debug_mode must be 0 (off), 3 or 4 (overflow "
+                        "detection), got 1");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(cfg(R"("kernels": "add")")), ValueError,
+                        "[ms.value_error] dump config: kernels must be a list of strings, got \"add\"");
+  MS_REQUIRE_THROWS_MSG(DataDump::from_json(R"({"common_dump_settings": {"path": "/tmp/d"}, "extra": 1})"),
+                        ValueError,
+                        "[ms.value_error] dump config: unknown key \"extra\" (accepted at the top level: "
+                        "common_dump_settings, e2e_dump_settings, async_dump_settings)");
   REQUIRE_THROWS_AS(DataDump::from_json(cfg(R"x("kernels": ["name-regex(()"])x")), ValueError);
   REQUIRE_THROWS_AS(DataDump::from_json("{not json"), ValueError);
 }
