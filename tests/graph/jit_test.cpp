@@ -54,7 +54,7 @@ TEST_CASE("jit: a training step returning (loss, gradients) replays like eager",
   auto [loss, grads] = f(x2);
   REQUIRE(f.num_replays() == 1);
   // loss = sum((x w)^2), d/dw = 2 x^2 w
-  CHECK(loss.item() == Catch::Approx(0.25f + 0.25f + 64.0f));
+  CHECK(loss.item() == Approx(0.25f + 0.25f + 64.0f));
   REQUIRE(grads.size() == 1);
   ms_test::require_values(Tensor<float>(grads[0]), {2 * 1 * 0.5f, 2 * 0.25f * -1.0f, 2 * 16 * 2.0f});
 }
