@@ -432,7 +432,8 @@ TEST_CASE("passes: the IR is dumped after each pass into a directory", "[graph]"
                  fmt::format("ms_ir_dump_{}", std::chrono::steady_clock::now().time_since_epoch().count());
   Tensor<float> x = random_floats({4}, 31);
   auto fn = [](const AnyTensor& in) { return std::vector<AnyTensor>{ops::tanh(ops::add(ops::mul(in, 0.5), 0.1))}; };
-  const std::vector<std::string> stems{"00_captured", "01_dce", "02_cse", "03_fold", "04_simplify", "05_dce", "06_fuse"};
+  const std::vector<std::string> stems{"00_captured", "01_dce", "02_cse", "03_fold",
+                                       "04_simplify", "05_dce", "06_fuse", "07_fuse_epilogue"};
   auto read = [](const fs::path& p) {
     std::ifstream f(p);
     std::stringstream s;
