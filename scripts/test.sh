@@ -5,7 +5,8 @@
 #   bash scripts/test.sh --sanitize    # build-asan/: tests under ASan + UBSan
 #
 # Extra arguments after the options go to ctest (e.g. -R ops -V).
-# Environment: JOBS (default: nproc) limits the parallel build and test jobs.
+# Environment: JOBS (default: nproc) limits the parallel build and test jobs;
+# SANITIZE_OPT (default -O1) is the optimization flag of the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +15,7 @@ ctest_args=()
 for arg in "$@"; do
   case "$arg" in
     --sanitize) sanitize=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) ctest_args+=("$arg") ;;
   esac
 done
@@ -24,10 +25,11 @@ bash scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
 if [ "$sanitize" -eq 1 ]; then
   dir=build-asan
-  # -O1 -g1: line tables for the sanitizer reports, cheap to compile; no
-  # -DNDEBUG, so internal asserts are checked in this run too.
+  opt=${SANITIZE_OPT:--O1}
+  # -g1: line tables for the sanitizer reports, cheap to compile; no -DNDEBUG,
+  # so internal asserts are checked in this run too.
   # shellcheck disable=SC2054  # the comma belongs to the sanitizer list
-  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$opt -g1" "-DMS_TESTS_OPT=$opt"
               -DMS_SANITIZE=address,undefined
               -DMS_BUILD_TESTS=ON -DMS_BUILD_EXAMPLES=OFF
               -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF)

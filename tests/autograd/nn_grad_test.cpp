@@ -344,12 +344,9 @@ TEST_CASE("nn forward ops replay in a captured graph", "[nn][graph]") {
   }
 }
 
-// [!mayfail]: the eager tape hands gradient rules DETACHED handles of the forward tensors
-// (tape.hpp, detail::detached: new TensorImpls over the same storage) and graph::Capture
-// recognizes tensors by TensorImpl, so inside a capture every forward value a rule reads
-// becomes a constant snapshot and the backward folds away. This holds for every op's rule
-// (rules.hpp too), not only nn's. Remove the tag once capture maps the tape's handles.
-TEST_CASE("nn backward ops replay in a captured training step", "[nn][grad][graph][!mayfail]") {
+// The gradient rules read the forward values through the tape's detached handles; capture
+// maps those to the traced values, so the whole backward is recorded and replays.
+TEST_CASE("nn backward ops replay in a captured training step", "[nn][grad][graph]") {
   Net net;
   Tensor<double> x1 = random({2, 2, 6, 6}, 1), x2 = random({2, 2, 6, 6}, 2);
   ms::graph::Capture cap;
