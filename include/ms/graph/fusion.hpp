@@ -318,15 +318,25 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
         ins.src[a] = -(e + 1);
       }
     }
-    // Temps whose last reader is this instruction can be reused for its result.
+    // Temps whose last reader is this instruction can be reused. Its own result may go
+    // into one of them (in place) only when the element sizes match: where(cond, a, b)
+    // writing 4-byte floats over its 1-byte bool condition would overwrite conditions it
+    // has not read yet.
+    ValueId outv = m.outputs[0];
+    const std::size_t out_size = dtype_size(g.value(outv).meta.dtype);
+    std::vector<int> released;  // freed by this instruction, element size permitting reuse
+    std::vector<int> released_other;
     for (int a = 0; a < ins.nin; ++a) {
       ValueId v = m.inputs[static_cast<std::size_t>(a)];
       auto t = temp_of.find(v);
-      if (t != temp_of.end() && last_use[v] == static_cast<int>(ii) &&
-          std::find(free_temps.begin(), free_temps.end(), t->second) == free_temps.end())
-        free_temps.push_back(t->second);
+      if (t == temp_of.end() || last_use[v] != static_cast<int>(ii)) continue;
+      if (std::find(free_temps.begin(), free_temps.end(), t->second) != free_temps.end() ||
+          std::find(released.begin(), released.end(), t->second) != released.end() ||
+          std::find(released_other.begin(), released_other.end(), t->second) != released_other.end())
+        continue;
+      (dtype_size(g.value(v).meta.dtype) == out_size ? released : released_other).push_back(t->second);
     }
-    ValueId outv = m.outputs[0];
+    free_temps.insert(free_temps.end(), released.begin(), released.end());
     if (outv == root_out) {
       ins.dst = -1;
     } else {
@@ -336,6 +346,7 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
       ins.dst = t;
       temp_of[outv] = t;
     }
+    free_temps.insert(free_temps.end(), released_other.begin(), released_other.end());
     prog->instrs.push_back(ins);
     prog->members.push_back(std::string(m.op->name));
   }
