@@ -26,6 +26,9 @@ TEST_CASE("Ascend adapter tests", "[ascend]") {
 
 #else
 
+// Everything below lives in a namespace of its own: the emulator helpers and the
+// using-directive for ms must not meet the other test files compiled in the same unit.
+namespace ascend_backend_test {
 namespace {
 
 using namespace ms;
@@ -310,5 +313,7 @@ TEST_CASE("ascend: injected faults give a BackendError and leak nothing", "[asce
   // The device works again afterwards.
   CHECK(ms::neg(d).to(Device::cpu()).to_vector() == std::vector<float>(16, -1.0f));
 }
+
+}  // namespace ascend_backend_test
 
 #endif  // MS_ASCEND_EMULATOR_PATH

@@ -22,10 +22,11 @@ using ms::Tensor;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 namespace nn = ms::nn;
-
+using ms_test::read_bytes;
+using ms_test::same_bits;
 
 /// Captures the inference forward pass of a module, its parameters named as in its state_dict.
-ms::graph::Graph capture(nn::Module& m, const Tensor<float>& x) {
+ms::graph::Graph capture_forward(nn::Module& m, const Tensor<float>& x) {
   m.eval();
   ms::NoGradGuard no_grad;
   ms::graph::Capture cap;
@@ -36,7 +37,8 @@ ms::graph::Graph capture(nn::Module& m, const Tensor<float>& x) {
   return cap.finish();
 }
 
-Tensor<float> random_input(std::vector<std::int64_t> shape, std::uint32_t seed) {
+/// Standard normal values from `seed`.
+Tensor<float> normal_input(std::vector<std::int64_t> shape, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   Tensor<float> t = Tensor<float>(AnyTensor::empty(ms::Shape(shape), ms::DType::f32));
@@ -45,22 +47,11 @@ Tensor<float> random_input(std::vector<std::int64_t> shape, std::uint32_t seed) 
   return t;
 }
 
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
-  auto ca = ms::ops::detail::contiguous_raw(a), cb = ms::ops::detail::contiguous_raw(b);
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
-}
-
 fs::path temp_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / fmt::format("ms_freeze_test_{}_{}", name, ::getpid());
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 std::uint64_t header_len(const std::string& bytes) {
@@ -93,8 +84,8 @@ ms::graph::Graph load_bytes(const std::string& bytes) {
 
 /// A small graph with the guide's custom ops, a constant, and two outputs.
 ms::graph::Graph small_graph(Tensor<float>& x) {
-  x = random_input({4, 8}, 7);
-  Tensor<float> w = random_input({8}, 8), c = random_input({8}, 9);
+  x = normal_input({4, 8}, 7);
+  Tensor<float> w = normal_input({8}, 8), c = normal_input({8}, 9);
   ms::graph::Capture cap;
   cap.input(x, "x");
   cap.param(w, "w");
@@ -116,8 +107,8 @@ TEST_CASE("freeze: an MLP and a LeNet load back and give the original graph's ou
   };
   for (Case c : {Case{"mlp", nn::mlp(784, {256, 256}, 10), {16, 1, 28, 28}}, Case{"lenet", nn::lenet5(10), {8, 1, 28, 28}}}) {
     INFO(c.name);
-    Tensor<float> x = random_input(c.shape, 1), x2 = random_input(c.shape, 2);
-    ms::graph::Graph g = capture(*c.model, x);
+    Tensor<float> x = normal_input(c.shape, 1), x2 = normal_input(c.shape, 2);
+    ms::graph::Graph g = capture_forward(*c.model, x);
     const fs::path path = dir / fmt::format("{}.msf", c.name);
     ms::freeze(g, path, {.metadata = {{"model", c.name}}});
 
@@ -145,7 +136,7 @@ TEST_CASE("freeze: an MLP and a LeNet load back and give the original graph's ou
     }
 
     // The weights sit at 64-byte aligned offsets and any safetensors reader sees them by name.
-    const std::string bytes = read_file(path);
+    const std::string bytes = read_bytes(path);
     CHECK((8 + header_len(bytes)) % 64 == 0);
     json header = json::parse(bytes.substr(8, header_len(bytes)));
     std::map<std::string, AnyTensor> weights = ms::load_safetensors(path);
@@ -185,7 +176,7 @@ TEST_CASE("freeze: user-defined ops, constants and several outputs survive the r
   }
 
   ms::backend::Executable a = ms::backend::compile(g), b = ms::backend::compile(std::move(back));
-  Tensor<float> x2 = random_input({4, 8}, 11);
+  Tensor<float> x2 = normal_input({4, 8}, 11);
   for (const Tensor<float>& in : {x, x2}) {
     auto ra = a.run({in}), rb = b.run({in});
     REQUIRE(ra.size() == 2);
@@ -217,7 +208,7 @@ TEST_CASE("freeze: what cannot be frozen or run says why", "[graph][freeze]") {
   MS_REQUIRE_THROWS_MSG(ms::InferenceModel::from_graph(g, {.backend = "tpu"}), ms::BackendError,
                         "[ms.backend_error] inference: backend 'tpu' is not available in this build (available: cpu)");
   auto m = ms::InferenceModel::from_graph(g);
-  MS_REQUIRE_THROWS_MSG(m.run({random_input({4, 9}, 1)}), ms::ShapeError,
+  MS_REQUIRE_THROWS_MSG(m.run({normal_input({4, 9}, 1)}), ms::ShapeError,
                         "[ms.shape_error] run: input 0 must be float32 (4, 8), got float32 (4, 9)");
   const fs::path missing = fs::temp_directory_path() / "ms_freeze_test_no_such_file.msf";
   MS_REQUIRE_THROWS_MSG(ms::load_frozen(missing), ms::IOError,

@@ -68,19 +68,11 @@ const ms::CustomOp replacing_op = ms::OpBuilder("test_replacing")
 // registry's coverage test counts them with the built-in ops.
 MS_TEST_COVERS("softsign", "test_scaled_sub");
 
-bool same_bits(const AnyTensor& a, const AnyTensor& b) {
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
-  auto ca = ops::detail::contiguous_raw(a), cb = ops::detail::contiguous_raw(b);
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
-}
+using ms_test::same_bits;
 
-Tensor<float> random_floats(std::vector<std::int64_t> shape, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-4.f, 4.f);
-  Tensor<float> t = Tensor<float>(AnyTensor::empty(ms::Shape(shape), ms::DType::f32));
-  float* p = static_cast<float*>(t.raw_data());
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
-  return t;
+/// Uniform in [-4, 4) from `seed`.
+Tensor<float> uniform4(const ms::Shape& shape, std::uint32_t seed) {
+  return ms_test::random_floats(shape, seed, -4.0f, 4.0f);
 }
 
 }  // namespace
@@ -115,11 +107,11 @@ TEST_CASE("custom op: softsign eagerly, against hand values and the same formula
   // Every length around the SIMD width and the 1K block, and a strided view.
   for (std::int64_t n : {1, 3, 7, 8, 9, 17, 1023, 1025, 5000}) {
     INFO("n = " << n);
-    Tensor<float> v = random_floats({n}, static_cast<std::uint32_t>(n));
+    Tensor<float> v = uniform4({n}, static_cast<std::uint32_t>(n));
     AnyTensor ref = ops::div(v, ops::add(ops::abs(v), 1.0));
     CHECK(same_bits(guide::softsign(v), ref));
   }
-  Tensor<float> m = random_floats({33, 17}, 5);
+  Tensor<float> m = uniform4({33, 17}, 5);
   AnyTensor mt = ops::transpose(m, 0, 1);
   CHECK(same_bits(guide::softsign({mt}), ops::div(mt, ops::add(ops::abs(mt), 1.0))));
 
@@ -244,7 +236,7 @@ TEST_CASE("custom op: autodiff through user gradient rules, and a clear error wi
 }
 
 TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identically", "[op][custom][graph]") {
-  Tensor<float> x = random_floats({64, 33}, 1), b = random_floats({33}, 2);
+  Tensor<float> x = uniform4({64, 33}, 1), b = uniform4({33}, 2);
   auto program = [&](const Tensor<float>& in) { return guide::cumsum(guide::softsign(in * 2.0f) + b, {{"axis", std::int64_t{0}}}); };
   Tensor<float> eager = program(x);
 
@@ -267,11 +259,11 @@ TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identic
     if (n.fused) found = ms::graph::node_label(n) == "fused[mul+softsign+add]";
   CHECK(found);
   CHECK(same_bits(exe.run({x})[0], eager));
-  Tensor<float> x2 = random_floats({64, 33}, 3);
+  Tensor<float> x2 = uniform4({64, 33}, 3);
   CHECK(same_bits(exe.run({x2})[0], program(x2)));
 
   // Forward and backward captured as one graph by jit.
-  Tensor<float> w = random_floats({33}, 4);
+  Tensor<float> w = uniform4({33}, 4);
   w.set_requires_grad(true);
   auto step = [&](const Tensor<float>& in) {
     Tensor<float> loss = ms::sum(guide::cumsum(guide::softsign(in * w)) * in);
