@@ -6,7 +6,7 @@
 #
 # Extra arguments after the options go to ctest (e.g. -R ops -V).
 # Environment: JOBS (default: nproc) limits the parallel build and test jobs;
-# SANITIZE_OPT (default -O1) is the optimization flag of the sanitizer build.
+# SANITIZE_OPT (default -O0) is the optimization flag of the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,9 +25,11 @@ bash scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
 if [ "$sanitize" -eq 1 ]; then
   dir=build-asan
-  opt=${SANITIZE_OPT:--O1}
-  # -g1: line tables for the sanitizer reports, cheap to compile; no -DNDEBUG,
-  # so internal asserts are checked in this run too.
+  # -O0: under the sanitizers the tests build in 630 s and run in 200 s at -O0,
+  # against 1520 s and 90 s at -O1 (2 cores). -g1: line tables for the
+  # sanitizer reports, cheap to compile. No -DNDEBUG, so internal asserts are
+  # checked in this run too.
+  opt=${SANITIZE_OPT:--O0}
   # shellcheck disable=SC2054  # the comma belongs to the sanitizer list
   cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$opt -g1" "-DMS_TESTS_OPT=$opt"
               -DMS_SANITIZE=address,undefined
