@@ -1,10 +1,11 @@
 #pragma once
-// Two operators that ms does not have, defined outside the library the way a user would
+// Three operators that ms does not have, defined outside the library the way a user would
 // (docs/guide.md walks through this file): softsign, an elementwise op given as one
-// formula, and cumsum, an op with its own CPU kernel. Both register into the same op
-// registry as the built-in ops, so they run eagerly, in captured graphs (softsign fuses),
-// under autodiff, in the profiler and in the data dump. Included by examples/custom_op.cpp
-// and by tests/ops/custom_op_test.cpp.
+// formula; cumsum, an op with its own CPU kernel; and scaled_tanh, which also brings a
+// device kernel for Ascend. All register into the same op registry as the built-in ops,
+// so they run eagerly, in captured graphs (softsign fuses), under autodiff, in the
+// profiler and in the data dump. Included by examples/custom_op.cpp and by the tests
+// (tests/ops/custom_op_test.cpp, tests/backend/device_custom_inference_test.cpp).
 
 #include <ms/ms.hpp>
 
@@ -83,5 +84,36 @@ inline const ms::CustomOp cumsum =
         })
         .add();
 // [cumsum]
+
+// [scaled_tanh]
+// scaled_tanh(x, scale) = scale * tanh(x), scale broadcast against x (a learned gain, as in
+// DyT). On the CPU it computes with built-in ops. On an Ascend device it has a device kernel:
+// tanh, then mul, enqueued on the stream the op runs on, with tanh(x) in device scratch
+// memory. Without that kernel it would still run there, on the host, with copies.
+inline const ms::CustomOp scaled_tanh =
+    ms::OpBuilder("scaled_tanh")
+        .doc("scale * tanh(x), scale broadcast (defined in examples/custom_op.hpp)")
+        .inputs(2)
+        .infer([](std::span<const ms::ops::TensorMeta> in, const ms::ops::Attrs&) {
+          if (in[0].dtype != in[1].dtype)
+            throw ms::DTypeError(fmt::format("scaled_tanh: x is {} but scale is {}", in[0].dtype, in[1].dtype));
+          return ms::ops::TensorMeta{in[0].dtype, ms::broadcast_shapes(in[0].shape, in[1].shape, "scaled_tanh")};
+        })
+        .compute([](std::span<const ms::AnyTensor> in, const ms::ops::Attrs&) {
+          return ms::ops::mul(ms::ops::tanh(in[0]), in[1]);
+        })
+        // d/dx = g * scale * (1 - tanh(x)^2); d/dscale = g * tanh(x), summed back to scale's shape by autodiff.
+        .grad([](const ms::ops::GradArgs& a) -> std::vector<ms::AnyTensor> {
+          using namespace ms::ops;
+          const ms::AnyTensor t = tanh(a.in[0]);
+          return {mul(mul(a.grad_out[0], a.in[1]), add(neg(square(t)), 1.0)), mul(a.grad_out[0], t)};
+        })
+        .device_kernel(ms::DeviceType::ascend, [](const ms::backend::DeviceKernelArgs& k) {
+          ms::AnyTensor t = k.temp(k.in[0]);
+          k.launch("tanh", {k.in[0]}, t);
+          k.launch("mul", {t, k.in[1]}, k.out[0]);
+        })
+        .add();
+// [scaled_tanh]
 
 }  // namespace guide

@@ -1,7 +1,7 @@
 // ms-run: load a frozen model (ms::freeze), run it on inputs read from .npy files, and write
 // its outputs as .npy files; optionally time repeated runs.
 //
-//   ms-run MODEL [--backend cpu] [--out FILE.npy] [--repeat N] [--warmup W] [--info] INPUT.npy...
+//   ms-run MODEL [--backend cpu|ascend[:N]] [--out FILE.npy] [--repeat N] [--warmup W] [--info] INPUT.npy...
 //
 // Exit status: 0 on success, 2 on a usage error or an ms::Error (its message is printed),
 // 1 on anything else.
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <ms/ms.hpp>
+#include <ms/backend/ascend/ascend_backend.hpp>  // registers "ascend" (AscendCL from $MS_ASCEND_LIBS)
 
 namespace {
 
@@ -25,7 +26,9 @@ constexpr std::string_view kUsage = R"(usage:
       file per model input, in order; NAME=FILE.npy gives an input by name) and prints
       each output's dtype, shape and values.
   options:
-      --backend NAME   the backend to run on (this build: cpu)
+      --backend NAME   the backend to run on: cpu (default), or a device such as ascend or
+                       ascend:1 (loads AscendCL from $MS_ASCEND_LIBS; ops without a device
+                       kernel run on the host CPU with copies). This build: {}
       --out FILE.npy   writes the output there (several outputs: FILE_0.npy, FILE_1.npy, ...)
       --repeat N       then runs N more times and prints latency percentiles (ms)
       --warmup W       untimed runs before the timed ones (default 3 with --repeat)
@@ -53,7 +56,7 @@ double percentile(const std::vector<double>& sorted, double p) {
 int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-    std::cout << kUsage;
+    std::cout << fmt::format(fmt::runtime(kUsage), fmt::join(ms::inference_backends(), ", "));
     return args.empty() ? 2 : 0;
   }
   ms::InferenceOptions opt;
@@ -98,8 +101,12 @@ int run(int argc, char** argv) {
       fmt::print("output {}: {}\n", i, meta_str(model.output_metas()[i]));
     for (auto& [k, v] : model.metadata())
       if (k != "ms.graph") fmt::print("metadata {} = {}\n", k, v);
-    fmt::print("compiled graph ({} steps, arena {} bytes):\n{}", model.executable().num_steps(),
-               model.executable().arena_bytes(), model.executable().graph().str());
+    if (model.on_device())
+      fmt::print("compiled graph ({} device streams, {} host nodes):\n{}", model.device_executable().num_streams(),
+                 model.device_executable().num_host_nodes(), model.compiled_str());
+    else
+      fmt::print("compiled graph ({} steps, arena {} bytes):\n{}", model.executable().num_steps(),
+                 model.executable().arena_bytes(), model.compiled_str());
     return 0;
   }
 

@@ -2,15 +2,19 @@
 // The Backend interface: what a device offers the rest of ms (memory, copies to
 // and from the host, streams, events, "can you run this op, at what cost",
 // launch, synchronize), the CPU backend as one implementation, the per-device
-// backend registry, and tensor movement between devices (ms::to, Tensor::to).
+// backend registry, the device kernels registered for ops per device type, and
+// tensor movement between devices (ms::to, Tensor::to).
 // Must not know about any particular accelerator API: those live in their own
 // folders (backend/ascend/) and register themselves here.
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -192,6 +196,160 @@ inline Backend& backend_for(Device d) {
   MS_CHECK(f != nullptr, DeviceError, "no backend is registered for device {} (include its backend header)", d);
   return f(d.index);
 }
+
+/// The device types that have a registered backend (the CPU not included), in enum order.
+inline std::vector<DeviceType> registered_device_types() {
+  std::vector<DeviceType> types;
+  for (std::size_t i = 0; i < detail::backend_factories().size(); ++i)
+    if (detail::backend_factories()[i] != nullptr) types.push_back(static_cast<DeviceType>(i));
+  return types;
+}
+
+/// The name of a device type as a device string starts: "cpu", "ascend".
+inline std::string device_type_name(DeviceType type) {
+  const std::string s = Device{type, 0}.str();
+  return s.substr(0, s.find(':'));
+}
+
+// ------------------------------------------------------------------ device kernels
+
+/// What a device kernel receives. It enqueues its work on `stream` and returns at once.
+struct DeviceKernelArgs {
+  Backend& backend;
+  const ops::OpDef& op;
+  std::span<const AnyTensor> in;      ///< on the backend's device
+  std::span<AnyTensor> out;           ///< allocated on the device, contiguous, shaped by the op's inference
+  const ops::Attrs& attrs;
+  const Stream& stream;
+  const Backend::ScratchFn& scratch;  ///< device memory valid until the work enqueued now has run
+
+  /// Enqueues the registered op `other` on the same stream; the backend must run it natively.
+  void launch(const ops::OpDef& other, std::span<const AnyTensor> i, std::span<AnyTensor> o,
+              const ops::Attrs& a = {}) const;
+  /// The same for a one-output op given by name: `k.launch("tanh", {k.in[0]}, t)`.
+  void launch(std::string_view other, std::initializer_list<AnyTensor> i, AnyTensor o, const ops::Attrs& a = {}) const {
+    launch(ops::registry().get(other), std::span<const AnyTensor>(i.begin(), i.size()), std::span<AnyTensor>(&o, 1), a);
+  }
+  /// A contiguous device tensor for an intermediate result, in scratch memory.
+  AnyTensor temp(const ops::TensorMeta& m) const;
+  /// A temporary with the shape and dtype of `like`.
+  AnyTensor temp(const AnyTensor& like) const { return temp(ops::TensorMeta{like.dtype(), like.shape()}); }
+};
+
+/// A device kernel: enqueues an op's work on a device stream (see DeviceKernelArgs).
+using DeviceKernelFn = std::function<void(const DeviceKernelArgs&)>;
+/// Whether a device kernel handles these inputs; otherwise the backend's own mapping (or the
+/// host fallback) runs the op.
+using DeviceKernelSupportsFn =
+    std::function<bool(const Backend&, std::span<const ops::TensorMeta>, const ops::Attrs&)>;
+
+/// One registered device kernel.
+struct DeviceKernel {
+  const ops::OpDef* op = nullptr;
+  DeviceType device = DeviceType::cpu;
+  DeviceKernelFn run;
+  DeviceKernelSupportsFn supports;  ///< empty: the dtypes of the op's CPU kernel
+  bool accepts(const Backend& be, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const {
+    if (supports) return supports(be, in, attrs);
+    if (in.empty()) return true;
+    const int k = std::min<int>(std::max(op->elementwise.dispatch_input, 0), static_cast<int>(in.size()) - 1);
+    return op->cpu_dtypes.contains(in[static_cast<std::size_t>(k)].dtype);
+  }
+};
+
+namespace detail {
+struct DeviceKernelTable {
+  std::shared_mutex mu;
+  std::map<std::pair<const ops::OpDef*, DeviceType>, DeviceKernel> kernels;  ///< never erased
+  std::atomic<bool> any{false};
+};
+inline DeviceKernelTable& device_kernel_table() {
+  static auto* t = new DeviceKernelTable();  // outlives static destruction, like the op registry's users
+  return *t;
+}
+}  // namespace detail
+
+/// Registers `fn` as the kernel of `op` on devices of `type`: a backend of that type runs the op
+/// with it (eagerly and in device graphs) instead of its own mapping or the host fallback.
+/// Works for user-defined and built-in ops. Returns true, so that a namespace-scope
+/// `inline const bool` can register at start-up. ValueError for the CPU (it runs the op's
+/// own kernel) and for a second kernel of the same op and device type.
+inline bool register_device_kernel(const ops::OpDef& op, DeviceType type, DeviceKernelFn fn,
+                                   DeviceKernelSupportsFn supports = {}) {
+  MS_CHECK(type != DeviceType::cpu, ValueError,
+           "register_device_kernel: {}: the CPU runs the op's own kernel; device kernels are for other devices", op.name);
+  MS_CHECK(static_cast<bool>(fn), ValueError, "register_device_kernel: {}: empty kernel for {}", op.name,
+           device_type_name(type));
+  MS_CHECK(!op.is_view(), ValueError, "register_device_kernel: {} is a view (it moves no data) and needs no kernel",
+           op.name);
+  auto& t = detail::device_kernel_table();
+  std::unique_lock lk(t.mu);
+  auto [it, fresh] = t.kernels.try_emplace({&op, type});
+  MS_CHECK(fresh, ValueError, "register_device_kernel: {} already has a device kernel for {}", op.name,
+           device_type_name(type));
+  it->second = DeviceKernel{&op, type, std::move(fn), std::move(supports)};
+  t.any.store(true, std::memory_order_release);
+  return true;
+}
+/// The same for the registered op named `op_name` (ValueError when there is none: register the op first).
+inline bool register_device_kernel(std::string_view op_name, DeviceType type, DeviceKernelFn fn,
+                                   DeviceKernelSupportsFn supports = {}) {
+  const ops::OpDef* op = ops::registry().find(op_name);
+  MS_CHECK(op != nullptr, ValueError, "register_device_kernel: no op named '{}' is registered (register the op first)",
+           op_name);
+  return register_device_kernel(*op, type, std::move(fn), std::move(supports));
+}
+
+/// The device kernel registered for `op` on devices of `type`, or nullptr.
+inline const DeviceKernel* find_device_kernel(const ops::OpDef& op, DeviceType type) {
+  auto& t = detail::device_kernel_table();
+  if (!t.any.load(std::memory_order_acquire)) return nullptr;  // the common case: no lock
+  std::shared_lock lk(t.mu);
+  auto it = t.kernels.find({&op, type});
+  return it == t.kernels.end() ? nullptr : &it->second;
+}
+
+/// The names of the ops with a device kernel for `type`, sorted.
+inline std::vector<std::string> device_kernel_ops(DeviceType type) {
+  auto& t = detail::device_kernel_table();
+  std::shared_lock lk(t.mu);
+  std::vector<std::string> names;
+  for (auto& [key, k] : t.kernels)
+    if (key.second == type) names.push_back(k.op->name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+inline void DeviceKernelArgs::launch(const ops::OpDef& other, std::span<const AnyTensor> i, std::span<AnyTensor> o,
+                                     const ops::Attrs& a) const {
+  SmallVec<ops::TensorMeta, 4> metas = ops::input_metas(i);
+  MS_CHECK(backend.supports(other, std::span<const ops::TensorMeta>(metas.data(), metas.size()), a), BackendError,
+           "{}: its device kernel launches {} on {} ({}), which that backend does not run natively", op.name,
+           other.name, backend.device(), ops::metas_str(std::span<const ops::TensorMeta>(metas.data(), metas.size())));
+  backend.launch(other, i, o, a, stream, scratch);
+}
+
+inline AnyTensor DeviceKernelArgs::temp(const ops::TensorMeta& m) const {
+  const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype), 1);
+  MS_CHECK(static_cast<bool>(scratch), BackendError, "{}: no scratch memory for a device kernel's temporary on {}",
+           op.name, backend.device());
+  auto st = Storage::borrowed(scratch(bytes), bytes, backend.device());
+  return AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
+}
+
+}  // namespace ms::backend
+
+namespace ms::detail::custom {
+/// OpBuilder::device_kernel's registration (declared in ops/custom.hpp, which must not include this header).
+template <class F>
+struct DeviceKernelInstaller {
+  static void install(const ops::OpDef& op, DeviceType type, const F& fn) {
+    backend::register_device_kernel(op, type, backend::DeviceKernelFn(fn));
+  }
+};
+}  // namespace ms::detail::custom
+
+namespace ms::backend {
 
 // ------------------------------------------------------------------ moving tensors
 

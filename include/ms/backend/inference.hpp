@@ -1,30 +1,44 @@
 #pragma once
 // ms::InferenceModel: a frozen model (graph/freeze.hpp) loaded and compiled for a backend,
 // run for inference only (no autodiff recording). The same compile pipeline as a captured
-// graph, so a loaded model gives the original graph's outputs bit for bit.
+// graph, so a loaded model gives the original graph's outputs bit for bit: on the CPU
+// (backend::compile) and on a device (backend::compile_for_device, for any device type
+// whose backend is registered). Must not name a particular device.
 //
-//   auto model = ms::InferenceModel::load("lenet.msf");
+//   auto model = ms::InferenceModel::load("lenet.msf");                       // the CPU
+//   auto npu = ms::InferenceModel::load("lenet.msf", {.backend = "ascend:0"});  // a device
 //   std::vector<ms::AnyTensor> out = model.run({x});
 
 #include <chrono>
 
 #include "../graph/freeze.hpp"
+#include "backend.hpp"
 #include "cpu_executor.hpp"
+#include "device_executor.hpp"
 
 namespace ms {
 
 struct InferenceOptions {
-  std::string backend = "cpu";        ///< the backend to compile for (this build: "cpu")
-  backend::CompileOptions compile;    ///< pass pipeline and planning options
+  /// "cpu", or a device with a registered backend: its type, optionally with an index
+  /// ("ascend" is "ascend:0"). inference_backends() lists them.
+  std::string backend = "cpu";
+  backend::CompileOptions compile;         ///< the CPU: pass pipeline and planning options
+  backend::DeviceCompileOptions device;    ///< a device: passes, streams, pinning, capture
 };
 
-/// The backends an InferenceModel can be compiled for in this build.
-inline std::vector<std::string> inference_backends() { return {"cpu"}; }
+/// The backends an InferenceModel can be compiled for in this program: "cpu" and the device
+/// types whose backend is registered (by including its header).
+inline std::vector<std::string> inference_backends() {
+  std::vector<std::string> names{"cpu"};
+  for (DeviceType t : backend::registered_device_types()) names.push_back(backend::device_type_name(t));
+  return names;
+}
 
 class InferenceModel {
  public:
-  /// Loads and compiles a frozen model file. Throws IOError for a bad file and
-  /// BackendError for a backend that this build does not have.
+  /// Loads and compiles a frozen model file. Throws IOError for a bad file, BackendError for
+  /// a backend that this program does not have, and the backend's error when its device
+  /// cannot be opened.
   static InferenceModel load(const std::filesystem::path& path, const InferenceOptions& opt = {}) {
     auto t0 = std::chrono::steady_clock::now();
     InferenceModel m;
@@ -40,10 +54,22 @@ class InferenceModel {
     return m;
   }
 
-  /// Runs the model; inputs in the order of input_metas().
+  /// Runs the model; inputs in the order of input_metas(), on the host; outputs on the host.
   std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
     NoGradGuard no_grad;
-    return exe_->run(inputs);
+    if (!dev_exe_) return exe_->run(inputs);
+    // The device executable accepts stacked steps; a model takes exactly one, checked as the CPU does.
+    MS_CHECK(inputs.size() == inputs_.size(), ValueError, "run: the graph takes {} inputs, got {}", inputs_.size(),
+             inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const ops::TensorMeta& m = inputs_[i];
+      MS_CHECK(inputs[i].defined(), ValueError, "run: input {} is an undefined tensor", i);
+      MS_CHECK(inputs[i].dtype() == m.dtype, DTypeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
+               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
+      MS_CHECK(inputs[i].shape() == m.shape, ShapeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
+               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
+    }
+    return dev_exe_->run(inputs);
   }
   std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
     return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
@@ -53,27 +79,61 @@ class InferenceModel {
   const std::vector<std::string>& input_names() const { return input_names_; }
   const std::vector<ops::TensorMeta>& output_metas() const { return outputs_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  const backend::Executable& executable() const { return *exe_; }
+  /// The device the model runs on (cpu for the CPU).
+  Device device() const { return device_; }
+  bool on_device() const { return dev_exe_ != nullptr; }
+  /// The CPU executable; BackendError when the model was compiled for a device.
+  const backend::Executable& executable() const {
+    MS_CHECK(exe_ != nullptr, BackendError, "inference: the model runs on {}; use device_executable()", device_);
+    return *exe_;
+  }
+  /// The device executable (placements, streams, dump()); BackendError for a CPU model.
+  const backend::DeviceExecutable& device_executable() const {
+    MS_CHECK(dev_exe_ != nullptr, BackendError, "inference: the model runs on the cpu; use executable()");
+    return *dev_exe_;
+  }
+  /// The compiled graph as text: the CPU executable's graph, or the device dump with engines.
+  std::string compiled_str() const { return dev_exe_ ? dev_exe_->dump() : exe_->graph().str(); }
+  /// The backend option as given ("cpu", "ascend", "ascend:1").
   const std::string& backend_name() const { return backend_; }
   /// Seconds spent reading, checking and compiling the file (load() only).
   double load_seconds() const { return load_seconds_; }
 
  private:
   void finish(graph::Graph g, const InferenceOptions& opt) {
-    auto names = inference_backends();
-    if (std::find(names.begin(), names.end(), opt.backend) == names.end())
-      MS_THROW(BackendError, "inference: backend '{}' is not available in this build (available: {})", opt.backend,
-               fmt::join(names, ", "));
+    device_ = parse_backend(opt.backend);
     backend_ = opt.backend;
     for (graph::ValueId v : g.inputs()) {
       inputs_.push_back(g.value(v).meta);
       input_names_.push_back(g.value(v).name);
     }
     for (graph::ValueId v : g.outputs()) outputs_.push_back(g.value(v).meta);
-    exe_ = std::make_unique<backend::Executable>(backend::compile(std::move(g), opt.compile));
+    if (device_.is_cpu()) {
+      exe_ = std::make_unique<backend::Executable>(backend::compile(std::move(g), opt.compile));
+    } else {
+      backend::Backend& be = backend::backend_for(device_);
+      dev_exe_ = std::make_unique<backend::DeviceExecutable>(backend::compile_for_device(std::move(g), be, opt.device));
+    }
+  }
+
+  /// The device named by a backend option; BackendError naming the available ones otherwise.
+  static Device parse_backend(const std::string& name) {
+    auto names = inference_backends();
+    const std::string type = name.substr(0, name.find(':'));
+    const bool known = std::find(names.begin(), names.end(), type) != names.end();
+    if (known && (type != "cpu" || name == "cpu")) {
+      try {
+        return Device::parse(name);
+      } catch (const ValueError&) {  // a bad index: reported below with the list
+      }
+    }
+    MS_THROW(BackendError, "inference: backend '{}' is not available in this build (available: {})", name,
+             fmt::join(names, ", "));
   }
 
   std::unique_ptr<backend::Executable> exe_;
+  std::unique_ptr<backend::DeviceExecutable> dev_exe_;
+  Device device_;
   std::vector<ops::TensorMeta> inputs_, outputs_;
   std::vector<std::string> input_names_;
   std::map<std::string, std::string> metadata_;

@@ -3,7 +3,8 @@
 // registry as the built-in ops: ms::OpBuilder (name, attributes with defaults, shape/dtype
 // inference, a CPU kernel, an optional gradient rule, a cost) and ms::define_elementwise
 // (one generic formula over scalars and xsimd batches; the library makes the vectorized
-// kernel, and the op takes part in elementwise fusion). Must not know about graphs.
+// kernel, and the op takes part in elementwise fusion). Must not know about graphs or
+// backends (OpBuilder::device_kernel hands its kernel to backend/backend.hpp).
 //
 //   inline const ms::CustomOp softsign = ms::define_elementwise("softsign",
 //       []<class V>(V x) { return x / (ms::simd::c<V>(1) + ms::simd::abs(x)); }, {.doc = "x / (1 + |x|)"});
@@ -65,7 +66,14 @@ struct Impl {
   std::function<std::vector<AnyTensor>(std::span<const AnyTensor>, const ops::Attrs&)> compute;
   GradRule grad;
   std::function<ops::Cost(std::span<const ops::TensorMeta>, std::span<const ops::TensorMeta>, const ops::Attrs&)> cost;
+  std::vector<std::function<void(const ops::OpDef&)>> device_kernels;  ///< registrations run by add()
 };
+
+/// Registers a device kernel given to OpBuilder::device_kernel. Declared here and defined by
+/// backend/backend.hpp, so that ops/ does not depend on backend/: a program that gives an op
+/// a device kernel includes that header (ms/ms.hpp does).
+template <class F>
+struct DeviceKernelInstaller;
 
 class Table {
  public:
@@ -315,6 +323,16 @@ class OpBuilder {
     impl_->cost = std::move(fn);
     return *this;
   }
+  /// A kernel for devices of `type`: fn(const ms::backend::DeviceKernelArgs&) enqueues the op's
+  /// work on the given stream (see backend::register_device_kernel; needs ms/backend/backend.hpp).
+  /// Without one, the op runs on such a device through its CPU kernel, with copies.
+  template <class F>
+  OpBuilder& device_kernel(DeviceType type, F fn) {
+    impl_->device_kernels.push_back([type, fn = std::move(fn)](const ops::OpDef& op) {
+      detail::custom::DeviceKernelInstaller<F>::install(op, type, fn);
+    });
+    return *this;
+  }
   /// Not deterministic: never merged or folded by graph passes.
   OpBuilder& random(bool on = true) { def_.is_random = on; return *this; }
 
@@ -330,7 +348,9 @@ class OpBuilder {
     def_.grad = impl_->grad ? &detail::custom::grad_thunk : &ops::missing_grad;
     if (impl_->cost) def_.cost = &detail::custom::cost_thunk;
     const ops::OpDef& d = ops::registry().add(def_);
+    auto device_kernels = std::move(impl_->device_kernels);
     detail::custom::table().put(&d, std::move(impl_));
+    for (auto& install : device_kernels) install(d);
     return CustomOp(d);
   }
 

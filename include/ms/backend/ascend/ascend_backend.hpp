@@ -1,7 +1,8 @@
 #pragma once
 // The Ascend adapter: a Backend over the AscendCL C API (acl_api.hpp), the
 // eager device runner that makes ops on Ascend tensors run where they live, and
-// the host fallback for ops without an aclnn mapping (warned once per op).
+// the host fallback for ops without an aclnn mapping (warned once per op). A device
+// kernel registered for an op (backend::register_device_kernel) comes before both.
 // The same code drives CANN on an NPU or the Ascend emulator used by the tests;
 // which one is decided by the library list ($MS_ASCEND_LIBS).
 // Must not know about graphs: device_executor.hpp compiles graphs onto it.
@@ -159,12 +160,20 @@ class AscendBackend final : public Backend {
   Engine engine() const override { return Engine::ai_core; }
   bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const override {
     if (op.is_view() && op.category != ops::Category::movement) return true;  // a layout change: no kernel
+    if (device_kernel_for(op, in, attrs) != nullptr) return true;           // registered for this device type
     if (&op == &ops::copy__op) return in[0].shape == in[1].shape;           // a device-to-device copy
     const AclnnRule* r = find_aclnn_rule(op.name);
     return r != nullptr && r->supports(api_, in, attrs);
   }
+  /// The device kernel registered for `op` on Ascend when it takes these inputs, or nullptr.
+  const DeviceKernel* device_kernel_for(const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                                        const ops::Attrs& attrs) const {
+    const DeviceKernel* k = find_device_kernel(op, DeviceType::ascend);
+    return k != nullptr && k->accepts(*this, in, attrs) ? k : nullptr;
+  }
   /// The aclnn kernels `op` launches here ("aclrtMemcpyAsync" for copy_), or "" for none.
   std::string_view kernels(const ops::OpDef& op) const {
+    if (find_device_kernel(op, DeviceType::ascend) != nullptr) return "registered device kernel";
     if (&op == &ops::copy__op) return "aclrtMemcpyAsync";
     const AclnnRule* r = find_aclnn_rule(op.name);
     return r ? r->kernels : std::string_view{};
@@ -183,6 +192,14 @@ class AscendBackend final : public Backend {
       return;
     }
     try {
+      if (const DeviceKernel* k = find_device_kernel(op, DeviceType::ascend)) {
+        SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
+        if (k->accepts(*this, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs)) {
+          ScratchFn sf = scratch ? scratch : ScratchFn([this](std::size_t n) { return eager_scratch(n); });
+          k->run(DeviceKernelArgs{*this, op, in, out, attrs, s, sf});
+          return;
+        }
+      }
       if (&op == &ops::copy__op) {
         MS_CHECK(in[0].is_contiguous() && in[1].is_contiguous(), DeviceError,
                  "copy_: the device copy needs contiguous tensors");
