@@ -261,7 +261,7 @@ TEST_CASE("device custom op: a registered device kernel runs on ai_core in devic
     backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
     const std::string d = ex.dump();
     INFO(d);
-    CHECK_THAT(dump_line(d, "scaled_tanh_0"), Contains("@ai_core stream 0"));
+    CHECK_THAT(dump_line(d, "scaled_tanh_0"), Contains("@ai_core stream 0 (device kernel"));
     CHECK_THAT(d, Contains("3 device kernels, 0 host nodes"));
     CHECK(ex.num_host_nodes() == 0);
     auto c0 = counters();

@@ -10,12 +10,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
 
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>
 #include <ms/backend/device_executor.hpp>
 
 #include "../ascend_emulator/ms_emulator.h"
+#include "../test_util.hpp"
 
 #ifndef MS_ASCEND_EMULATOR_PATH
 
@@ -352,6 +356,158 @@ TEST_CASE("device graph: an MLP trained on the device with sinking reaches the C
   INFO("cpu accuracy " << cpu_acc << ", device accuracy " << dev_acc);
   CHECK(cpu_acc > 0.6);
   CHECK(std::abs(dev_acc - cpu_acc) <= 0.01);
+}
+
+// ---- observability on the device: profiler timing by device events, dump of device tensors
+
+TEST_CASE("device graph: the profiler times kernels with device events, one track per stream", "[ascend][profiler]") {
+  EmuFixture fx;
+  Tensor<float> x = ms::randn<float>({4, 4}), y = ms::randn<float>({4, 4});
+  auto f = [](const Tensor<float>& a, const Tensor<float>& b) {
+    Tensor<float> p = ms::tanh(ms::tanh(ms::tanh(a)));
+    Tensor<float> q = ms::sigmoid(ms::sigmoid(ms::sigmoid(b)));
+    return ms::add(p, q);
+  };
+  backend::DeviceCompileOptions two;
+  two.max_streams = 2;
+  auto ex = backend::compile_for_device(backend::trace(f, x, y), emu(), two);
+  REQUIRE(ex.num_streams() == 2);
+  const std::vector<float> plain = Tensor<float>(ex.run({x, y})[0]).to_vector();
+  ctl().SetLatency(10'000'000, 0, 0, 0);  // every kernel takes at least 10 ms on its stream
+  ms::Profiler prof;
+  std::vector<float> profiled;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ms::ProfilerScope on(prof);
+    profiled = Tensor<float>(ex.run({x, y})[0]).to_vector();
+  }
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(profiled == plain);  // profiling never changes results
+  auto ev = prof.events();
+  REQUIRE(ev.size() == 7);  // 7 kernels, one event each
+  std::map<int, std::vector<ms::ProfileEvent>> by_stream;
+  for (auto& e : ev) {
+    INFO(e.name << " " << e.type << " on stream " << e.stream);
+    CHECK(e.engine == "ai_core");
+    CHECK(e.graph_id == ex.id());
+    // The device's time of the kernel, not of its launch (which takes microseconds).
+    CHECK(e.duration_ns() >= 9'000'000);
+    CHECK(e.duration_ns() <= static_cast<std::int64_t>(wall_ms * 1e6));
+    by_stream[e.stream].push_back(e);
+  }
+  REQUIRE(by_stream.size() == 2);
+  CHECK(by_stream[0].size() == 4);  // tanh x3 and the add that joins them
+  CHECK(by_stream[1].size() == 3);
+  for (auto& [s, list] : by_stream) {  // in-order streams: events on one stream never overlap
+    std::sort(list.begin(), list.end(), [](auto& a, auto& b) { return a.start_ns < b.start_ns; });
+    for (std::size_t i = 1; i < list.size(); ++i) CHECK(list[i].start_ns >= list[i - 1].end_ns);
+  }
+  // The two branches ran at the same time: the first sigmoid starts before the last tanh ends.
+  const auto first_sigmoid = by_stream[1].front(), third_tanh = by_stream[0][2];
+  CHECK(first_sigmoid.type == "sigmoid");
+  CHECK(third_tanh.type == "tanh");
+  CHECK(first_sigmoid.start_ns < third_tanh.end_ns);
+  // The timeline has one track per stream, named so.
+  auto j = prof.chrome_trace_json();
+  std::set<std::string> tracks;
+  for (auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+  CHECK(tracks == std::set<std::string>{"thread 0 / stream 0", "thread 0 / stream 1"});
+}
+
+TEST_CASE("device graph: sunk steps and eager device ops are profiled too", "[ascend][profiler]") {
+  EmuFixture fx;
+  ctl().SetLatency(2'000'000, 0, 0, 0);
+  Tensor<float> x = ms::randn<float>({3, 5});
+  auto f = [](const Tensor<float>& a) { return ms::exp(ms::relu(a)); };
+  backend::DeviceCompileOptions one;
+  one.max_streams = 1;
+  one.capture = true;  // an observed run times each kernel instead of replaying the capture
+  auto ex = backend::compile_for_device(backend::trace(f, x), emu(), one);
+  Tensor<float> X = ms::randn<float>({4 * 3, 5});
+  Tensor<float> want = ms::exp(ms::relu(X)).reshape({4, 3, 5}), want_tanh = ms::tanh(x);
+  Tensor<float> xd = x.to(emu().device());
+  ms::Profiler prof;
+  backend::SunkResult r;
+  Tensor<float> yd;
+  {
+    ms::ProfilerScope on(prof);
+    r = ex.run_sunk(std::vector<AnyTensor>{X}, backend::SinkOptions{2, {}});
+    yd = ms::tanh(xd);  // eager: an op on a device tensor is timed on the device too
+  }
+  require_close(r.outputs[0], want);
+  require_close(yd.to(Device::cpu()), want_tanh);
+  auto rows = prof.summary_by_type();
+  std::map<std::string, ms::ProfileSummaryRow> by;
+  for (auto& r : rows) by[r.key] = r;
+  CHECK(by["relu"].calls == 4);  // one per sunk step
+  CHECK(by["exp"].calls == 4);
+  REQUIRE(by.count("tanh"));
+  CHECK(by["tanh"].calls == 1);
+  CHECK(by["tanh"].min_ns >= 1'800'000);
+  CHECK(by["relu"].min_ns >= 1'800'000);
+  for (auto& e : prof.events())
+    if (e.type == "tanh") {
+      CHECK(e.engine == "ai_core");
+      CHECK(e.graph_id == -1);
+    }
+}
+
+TEST_CASE("device graph: data dump copies device tensors back, results unchanged", "[ascend][dump]") {
+  EmuFixture fx;
+  ms_test::TempDir dir;
+  Tensor<float> x = ms::randn<float>({4, 6}), w = ms::randn<float>({3, 6}), b = ms::randn<float>({3});
+  auto f = [&](const Tensor<float>& xx) { return ms::sigmoid(ms::relu(ms::linear(xx, w, b))); };
+  // erf has no aclnn mapping: one host node among the device kernels.
+  auto g = [&](const Tensor<float>& xx) { return ms::erf(f(xx)); };
+  auto ex = backend::compile_for_device(backend::trace(g, x), emu());
+  const std::vector<float> plain = Tensor<float>(ex.run({x})[0]).to_vector();
+  auto dump = ms::DataDump::from_json(fmt::format(
+      R"({{"common_dump_settings": {{"path": "{}", "net_name": "Dev", "dump_mode": 0, "input_output": 0}}}})",
+      dir.path.string()));
+  std::vector<float> dumped;
+  Tensor<float> xd = x.to(emu().device());
+  {
+    ms::DumpScope on(*dump);
+    dumped = Tensor<float>(ex.run({x})[0]).to_vector();
+    Tensor<float> yd = ms::tanh(xd);  // eager, on the device: dumped too (graph dir 0)
+  }
+  CHECK(dumped == plain);  // bit for bit
+  {
+    const auto edir = dir.path / "rank_0" / "Dev" / "0" / "0";
+    std::filesystem::path in, out;
+    for (auto& e : std::filesystem::directory_iterator(edir)) {
+      const std::string n = e.path().filename().string();
+      if (n.starts_with("tanh.tanh_") && n.ends_with(".input.0.npy")) in = e.path();
+      if (n.starts_with("tanh.tanh_") && n.ends_with(".output.0.npy")) out = e.path();
+    }
+    REQUIRE(!in.empty());
+    REQUIRE(!out.empty());
+    require_close(ms::load_npy(in), x, 0);
+    require_close(ms::load_npy(out), ms::tanh(x));
+  }
+  const auto gdir = dir.path / "rank_0" / "Dev" / std::to_string(ex.id() + 1) / "0";
+  REQUIRE(std::filesystem::exists(gdir));
+  std::map<std::string, std::filesystem::path> files;  // "{type}.{name}.{io}.{slot}" -> file
+  std::regex re(R"(^([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(input|output)\.(\d+)\.npy$)");
+  for (auto& e : std::filesystem::directory_iterator(gdir)) {
+    std::smatch m;
+    const std::string fname = e.path().filename().string();
+    if (!std::regex_match(fname, m, re)) continue;
+    files[m[1].str() + "." + m[2].str() + "." + m[6].str() + "." + m[7].str()] = e.path();
+  }
+  INFO(files.size() << " files");
+  // linear: 3 inputs + 1 output; relu, sigmoid, erf: 1 + 1 each.
+  CHECK(files.size() == 10);
+  REQUIRE(files.count("linear.linear_0.output.0"));
+  REQUIRE(files.count("relu.relu_0.output.0"));
+  REQUIRE(files.count("erf.erf_0.output.0"));
+  Tensor<float> lin = ms::linear(x, w, b);
+  require_close(ms::load_npy(files["linear.linear_0.output.0"]), lin);
+  require_close(ms::load_npy(files["relu.relu_0.input.0"]), lin);
+  require_close(ms::load_npy(files["relu.relu_0.output.0"]), ms::relu(lin));
+  require_close(ms::load_npy(files["linear.linear_0.input.1"]), w);
+  require_close(ms::load_npy(files["erf.erf_0.output.0"]), Tensor<float>(g(x)));
 }
 
 }  // namespace device_executor_test

@@ -178,13 +178,9 @@ class Executable {
   ops::OpCallInfo info(const Step& s) const {
     return ops::OpCallInfo{s.label, s.node->name, id_, 0, "cpu"};
   }
-  static int next_id() {
-    static std::atomic<int> n{0};
-    return n++;
-  }
 
   std::vector<Step> steps_;
-  int id_ = next_id();
+  int id_ = ops::detail::next_graph_id();
   std::vector<AnyTensor> current_;
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> readers_;
   std::vector<std::pair<int, int>> producer_slot_;

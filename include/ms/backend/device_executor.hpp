@@ -13,6 +13,7 @@
 // are written back on sync_params_to_host().
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -102,8 +103,10 @@ class DeviceExecutable {
       return p.engine == Engine::host_cpu;
     }));
   }
-  /// Host<->device synchronizations since compile.
+  /// Host<->device synchronizations since compile (the extra waits of an observed run not counted).
   std::uint64_t interactions() const { return interactions_; }
+  /// Identifies this executable in profiles and dumps (OpCallInfo::graph_id).
+  int id() const { return id_; }
   bool captured() const { return captured_; }
 
  private:
@@ -124,6 +127,14 @@ class DeviceExecutable {
   };
   const ops::TensorMeta& out_meta(std::size_t i) const { return graph_.value(graph_.outputs()[i]).meta; }
   void run_iteration();
+  void run_iteration_observed(ops::OpObserver& obs);
+  void begin_iteration();
+  void end_iteration();
+  ops::OpCallInfo call_info(const Step& s, const Placement& p) const {
+    const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+    return ops::OpCallInfo{labels_[static_cast<std::size_t>(s.node)], n.name, id_, p.engine == Engine::host_cpu ? 0 : s.stream,
+                           engine_name(p.engine)};
+  }
   void run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
                  const std::vector<std::shared_ptr<Storage>>& stage_in,
                  const std::vector<std::shared_ptr<Storage>>& stage_out, std::int64_t steps, std::int64_t sink,
@@ -137,7 +148,7 @@ class DeviceExecutable {
     ++s.scratch_next;
     return st->data;
   }
-  void launch_device(Step& s);
+  void launch_device(Step& s, const std::pair<Event, Event>* timing = nullptr);
   void host_sync() {
     for (auto& st : streams_) be_->synchronize(st);
     ++interactions_;
@@ -156,6 +167,11 @@ class DeviceExecutable {
   std::uint64_t interactions_ = 0;
   bool captured_ = false, want_capture_ = false;
   std::shared_ptr<void> model_;       ///< the captured iteration (aclmdlRI) when captured_
+  int id_ = ops::detail::next_graph_id();
+  std::vector<std::string> labels_;   ///< per node: op name or fused[...] label
+  // Observed runs: a reference event and a start/end pair per step (created on first use).
+  Event ref_event_;
+  std::vector<std::pair<Event, Event>> step_events_;
 };
 
 /// Places `g` on backend `be` (engines and streams) and allocates its buffers.
@@ -250,7 +266,7 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
     if (pinned) { use_dev = false; p.reason = "pinned"; }
     else if (!dev_ok) { use_dev = false; p.reason = n.fused ? "fused host program" : "no aclnn mapping"; }
     else if (host_cost_us < dev_cost) { use_dev = false; p.reason = "cost"; }
-    else { use_dev = true; p.reason = "aclnn"; }
+    else { use_dev = true; p.reason = find_device_kernel(*n.op, be.device().type) ? "device kernel" : "aclnn"; }
     p.engine = use_dev ? be.engine() : Engine::host_cpu;
     p.cost_us = use_dev ? dev_cost : host_cost_us;
     p.copies_in = use_dev ? dev_copies : host_copies;
@@ -451,26 +467,46 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
              "compile_for_device: graph output %{} is a non-contiguous view on the device", v);
   }
   ex.want_capture_ = opt.capture && ex.streams_.size() == 1 && ex.num_host_nodes() == 0;
+  for (const auto& n : nodes) ex.labels_.push_back(graph::node_label(n));
   return ex;
 }
 
-inline void DeviceExecutable::launch_device(Step& s) {
+inline void DeviceExecutable::launch_device(Step& s, const std::pair<Event, Event>* timing) {
   const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
   const Stream& st = streams_[static_cast<std::size_t>(s.stream)];
   for (int e : s.wait_events) be_->wait(st, events_[static_cast<std::size_t>(e)]);
+  if (timing) be_->record(timing->first, st);  // after the waits: when the kernel can start
   s.scratch_next = 0;
   Backend::ScratchFn scratch = [this, &s](std::size_t bytes) { return step_scratch(s, bytes); };
   be_->launch(*n.op, s.in, s.out, n.attrs, st, scratch);
+  if (timing) be_->record(timing->second, st);
   if (s.record_event >= 0) be_->record(events_[static_cast<std::size_t>(s.record_event)], st);
 }
 
-inline void DeviceExecutable::run_iteration() {
+inline void DeviceExecutable::begin_iteration() {
   // Side streams start after stream 0 reaches this iteration (so they never overwrite what
   // the previous iteration still reads); stream 0 ends after every side stream.
   if (streams_.size() > 1) {
     be_->record(start_, streams_[0]);
     for (std::size_t k = 1; k < streams_.size(); ++k) be_->wait(streams_[k], start_);
   }
+}
+
+inline void DeviceExecutable::end_iteration() {
+  if (streams_.size() > 1) {
+    for (std::size_t k = 1; k < streams_.size(); ++k) {
+      be_->record(fence_[k], streams_[k]);
+      be_->wait(streams_[0], fence_[k]);
+    }
+  }
+}
+
+inline void DeviceExecutable::run_iteration() {
+  if (ops::OpObserver* obs = ops::detail::observer) [[unlikely]] {
+    run_iteration_observed(*obs);
+    return;
+  }
+  begin_iteration();
   if (captured_) {
     be_->replay(model_.get(), streams_[0]);  // the kernels captured in run_sunk
   } else {
@@ -499,10 +535,89 @@ inline void DeviceExecutable::run_iteration() {
       }
     }
   }
-  if (streams_.size() > 1) {
-    for (std::size_t k = 1; k < streams_.size(); ++k) {
-      be_->record(fence_[k], streams_[k]);
-      be_->wait(streams_[0], fence_[k]);
+  end_iteration();
+}
+
+// An iteration under a profiler or dump (ops::detail::observer). Every kernel is bracketed
+// by two device events. For a profiler alone the kernels are launched as usual (streams
+// still overlap) and reported once the iteration has run, each with its device start and
+// end; for an observer that reads values (a dump) each kernel is waited for, so begin()
+// sees its inputs before it runs and end() its outputs after. Device times are mapped onto
+// the host clock through a reference event recorded on drained streams. The captured
+// replay is bypassed: its kernels cannot be timed one by one.
+inline void DeviceExecutable::run_iteration_observed(ops::OpObserver& obs) {
+  const bool values = obs.needs_values();
+  if (!ref_event_) ref_event_ = be_->create_event();
+  if (step_events_.size() != steps_.size()) step_events_.resize(steps_.size());
+  for (auto& st : streams_) be_->synchronize(st);
+  const auto host0 = std::chrono::steady_clock::now();
+  be_->record(ref_event_, streams_[0]);
+  begin_iteration();
+  auto drain = [&] {
+    for (auto& st : streams_) be_->synchronize(st);
+  };
+  auto device_timing = [&](const std::pair<Event, Event>& ev) {
+    using D = std::chrono::steady_clock::duration;
+    const auto at = [&](const Event& e) {
+      return host0 + std::chrono::duration_cast<D>(std::chrono::duration<double, std::milli>(be_->elapsed_ms(ref_event_, e)));
+    };
+    return ops::OpTiming{at(ev.first), at(ev.second)};
+  };
+  std::vector<std::size_t> deferred;  // device steps reported after the iteration (profiler only)
+  bool synced = true;
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    if (s.kind != StepKind::device && s.kind != StepKind::view && !synced) {
+      drain();
+      synced = true;
+    }
+    switch (s.kind) {
+      case StepKind::view: break;
+      case StepKind::device: {
+        auto& ev = step_events_[i];
+        if (!ev.first) ev = {be_->create_event(), be_->create_event()};
+        if (!values) {
+          launch_device(s, &ev);
+          deferred.push_back(i);
+          synced = false;
+          break;
+        }
+        const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+        ops::OpCallInfo info = call_info(s, place_[static_cast<std::size_t>(s.node)]);
+        drain();  // its inputs, from any stream, are final
+        const std::uint64_t token = obs.begin(*n.op, s.in, n.attrs, info);
+        launch_device(s, &ev);
+        be_->synchronize(streams_[static_cast<std::size_t>(s.stream)]);
+        const ops::OpTiming t = device_timing(ev);
+        info.timing = &t;
+        obs.end(token, *n.op, s.in, n.attrs, s.out, info);
+        synced = true;
+        break;
+      }
+      case StepKind::to_host: be_->copy_to_host(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
+      case StepKind::to_device: be_->copy_to_device(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
+      case StepKind::host: {
+        const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+        const ops::OpCallInfo info = call_info(s, place_[static_cast<std::size_t>(s.node)]);
+        const std::uint64_t token = obs.begin(*n.op, s.in, n.attrs, info);
+        if (n.op->is_view()) s.out[0] = n.op->view(s.in[0], n.attrs);
+        else n.op->kernel(ops::KernelArgs{*n.op, s.in, s.out, n.attrs});
+        obs.end(token, *n.op, s.in, n.attrs, s.out, info);
+        break;
+      }
+    }
+  }
+  end_iteration();
+  if (!deferred.empty()) {
+    drain();
+    for (std::size_t i : deferred) {
+      Step& s = steps_[i];
+      const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+      ops::OpCallInfo info = call_info(s, place_[static_cast<std::size_t>(s.node)]);
+      const ops::OpTiming t = device_timing(step_events_[i]);
+      const std::uint64_t token = obs.begin(*n.op, s.in, n.attrs, info);
+      info.timing = &t;
+      obs.end(token, *n.op, s.in, n.attrs, s.out, info);
     }
   }
 }

@@ -5,6 +5,8 @@
 // when unused. Must not know about graphs: capture implements Tracer elsewhere.
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <span>
 #include <vector>
 
@@ -20,6 +22,12 @@ class Tracer {
                       std::span<const AnyTensor> out) = 0;
 };
 
+/// When an op ran, measured by its executor: device ops are timed with device events
+/// (mapped onto the host's steady clock), so their times are the device's, not the launch's.
+struct OpTiming {
+  std::chrono::steady_clock::time_point start{}, end{};
+};
+
 /// Where an observed op call runs.
 struct OpCallInfo {
   std::string_view label;      ///< display name: the op name, or "fused[mul+add]" for fused nodes
@@ -27,6 +35,9 @@ struct OpCallInfo {
   int graph_id = -1;           ///< id of the executable replaying it; -1 in eager mode
   int stream = 0;              ///< stream the op is launched on
   std::string_view engine = "cpu";
+  /// Set in end() when the executor timed the op itself (device events); else null and an
+  /// observer times the call with its own clock between begin() and end().
+  const OpTiming* timing = nullptr;
 };
 
 /// Observes op execution (profiler, data dump), eager and in graph replays. begin() returns
@@ -39,9 +50,28 @@ class OpObserver {
                               const OpCallInfo& info) = 0;
   virtual void end(std::uint64_t token, const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
                    std::span<const AnyTensor> out, const OpCallInfo& info) = 0;
+  /// True when the observer reads tensor values (a dump): a device executor then runs op by
+  /// op, waiting for each, so that begin() sees the inputs and end() the outputs. False (a
+  /// profiler alone): ops are launched as usual and reported, with their device timing,
+  /// once the iteration has run.
+  virtual bool needs_values() const { return true; }
 };
 
 namespace detail {
+/// A fresh id for an executable (OpCallInfo::graph_id), unique across backends.
+inline int next_graph_id() {
+  static std::atomic<int> n{0};
+  return n++;
+}
+/// How the last eager op on a device ran, left by the device runner for run_op's observer
+/// call (set only while an observer is installed).
+struct DeviceCall {
+  bool timed = false;
+  OpTiming timing;
+  std::string_view engine = "cpu";
+  int stream = 0;
+};
+inline thread_local DeviceCall device_call;
 inline thread_local Tracer* tracer = nullptr;
 inline thread_local OpObserver* observer = nullptr;
 inline thread_local bool grad_mode = true;
@@ -102,7 +132,10 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
                    std::span<AnyTensor> out) {
   OpObserver* obs = detail::observer;
   std::uint64_t token = 0;
-  if (obs) [[unlikely]] token = obs->begin(op, in, attrs, OpCallInfo{op.name});
+  if (obs) [[unlikely]] {
+    detail::device_call.timed = false;
+    token = obs->begin(op, in, attrs, OpCallInfo{op.name});
+  }
   Device dev = in.empty() ? Device::cpu() : in[0].device();
   // A movement-category view op writes into its input (copy_): on a device, its backend does that.
   if (op.view && (dev.is_cpu() || op.category != Category::movement)) {
@@ -116,7 +149,17 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
     runner(op, in, attrs, out, metas);
   }
   std::span<const AnyTensor> cout(out.data(), out.size());
-  if (obs) [[unlikely]] obs->end(token, op, in, attrs, cout, OpCallInfo{op.name});
+  if (obs) [[unlikely]] {
+    OpCallInfo info{op.name};
+    detail::DeviceCall& dc = detail::device_call;
+    if (dc.timed) {  // left by the device runner for this call
+      info.timing = &dc.timing;
+      info.engine = dc.engine;
+      info.stream = dc.stream;
+    }
+    obs->end(token, op, in, attrs, cout, info);
+    dc.timed = false;
+  }
   if (detail::tracer) [[unlikely]] detail::tracer->record(op, in, attrs, cout);
   if (detail::grad_recorder && detail::grad_mode && op.grad && detail::any_requires_grad(in)) [[unlikely]]
     detail::grad_recorder(op, in, attrs, cout);

@@ -9,8 +9,10 @@
 // MindSpore's common_dump_settings keys (see docs/observability.md). With op_debug_mode
 // 3 or 4 it detects overflow instead: the float outputs of every op are checked for
 // Inf/NaN and the first op producing one is recorded and dumped. Dumping only reads
-// tensors: results are bit-identical with dump on or off. Chains to the observer
-// installed before it (a profiler can run at the same time).
+// tensors: results are bit-identical with dump on or off. Tensors on a device are copied
+// back to the host for the dump (a device executor waits for each op while a dump is
+// installed: needs_values()). Chains to the observer installed before it (a profiler can
+// run at the same time).
 
 #include <atomic>
 #include <chrono>
@@ -33,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../core/npy.hpp"
+#include "../backend/backend.hpp"
 #include "../ops/dispatch.hpp"
 
 namespace ms {
@@ -244,8 +247,14 @@ inline Stats stats(const AnyTensor& t) {
   return s;
 }
 
-inline bool has_inf_or_nan(const AnyTensor& t) {
-  if (!t.defined() || !is_float(t.dtype()) || !t.device().is_cpu()) return false;
+/// `t` itself when it is on the host, else a host copy (device tensors are copied back).
+inline AnyTensor on_host(const AnyTensor& t) {
+  return !t.defined() || t.device().is_cpu() ? t : backend::to(t, Device::cpu());
+}
+
+inline bool has_inf_or_nan(const AnyTensor& dt) {
+  if (!dt.defined() || !is_float(dt.dtype())) return false;
+  const AnyTensor t = on_host(dt);
   bool bad_value = false;
   for_each_double(t, [&](double v) { bad_value = bad_value || !std::isfinite(v); });
   return bad_value;
@@ -446,8 +455,9 @@ class DataDump : public ops::OpObserver {
 
   void write_tensor(const std::filesystem::path& dir, const std::string& type, const std::string& name,
                     std::int64_t task, int stream, std::int64_t ts, const char* io, std::size_t slot,
-                    const AnyTensor& t) {
-    if (!t.defined() || !t.device().is_cpu()) return;  // cpu tensors only
+                    const AnyTensor& dt) {
+    if (!dt.defined()) return;
+    const AnyTensor t = detail::dump::on_host(dt);
     std::filesystem::create_directories(dir);
     bool tensor = cfg_.saved_data != DumpConfig::Saved::statistic;
     bool stat = cfg_.saved_data != DumpConfig::Saved::tensor;

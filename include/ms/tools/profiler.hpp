@@ -1,7 +1,9 @@
 #pragma once
 // ms::Profiler: an OpObserver that times every op executed on this thread, eager or in a
 // graph replay (one record per replay step; a fused node is one record whose type is its
-// "fused[mul+add]" label). Summaries by op name and by op type (calls, total/mean/min/max
+// "fused[mul+add]" label). Ops on a device are timed with the device's events (their
+// executor passes OpCallInfo::timing), each on the track of its stream; host ops with
+// the steady clock. Summaries by op name and by op type (calls, total/mean/min/max
 // time, share of the total, GFLOP/s and GB/s from ops::op_cost), a text table, and a
 // Chrome trace-event JSON timeline that Perfetto (ui.perfetto.dev) and chrome://tracing open.
 // Chains to the observer installed before it, so a profiler and a data dump can run together.
@@ -102,6 +104,9 @@ class Profiler : public ops::OpObserver {
     return events_;
   }
 
+  /// Timing needs no values: device executors launch as usual and report afterwards.
+  bool needs_values() const override { return prev_ != nullptr && prev_->needs_values(); }
+
   std::uint64_t begin(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
                       const ops::OpCallInfo& info) override {
     Frame f;
@@ -132,8 +137,11 @@ class Profiler : public ops::OpObserver {
       } else {
         e.name = fmt::format("{}_{}", op.name, counters_[op.name]++);
       }
-      e.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(f.start - t0_).count();
-      e.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_end - t0_).count();
+      // Device ops come with their executor's event timing; host ops are timed here.
+      const auto t_start = info.timing ? info.timing->start : f.start;
+      const auto t_stop = info.timing ? info.timing->end : t_end;
+      e.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_start - t0_).count();
+      e.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_stop - t0_).count();
       e.thread = thread_index();
       e.stream = info.stream;
       e.engine = std::string(info.engine);
