@@ -27,7 +27,8 @@ else
   exit 1
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_EXAMPLES=ON
-cmake --build build -j "${JOBS:-$(nproc)}" --target "$target"
+# Its own build folder: build/ (scripts/test.sh) compiles the examples at -O0.
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_EXAMPLES=ON -DMS_EXAMPLES_OPT=-O2
+cmake --build build-demo -j "${JOBS:-$(nproc)}" --target "$target"
 echo "demo.sh: running $target (data: $data_dir)"
-exec "build/bin/$target" "${args[@]}"
+exec "build-demo/bin/$target" "${args[@]}"

@@ -4,6 +4,7 @@
 #
 #   bash scripts/setup.sh           # build, tests, examples, tools
 #   bash scripts/setup.sh --bench   # also LibTorch and OpenBLAS for the benchmark peers
+#   bash scripts/setup.sh --fuzz    # also clang and its libFuzzer runtime (scripts/fuzz.sh)
 set -euo pipefail
 
 packages=(cmake g++ make libeigen3-dev libxsimd-dev libfmt-dev catch2
@@ -13,7 +14,8 @@ packages=(cmake g++ make libeigen3-dev libxsimd-dev libfmt-dev catch2
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(libtorch-dev libopenblas0-openmp) ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
