@@ -94,6 +94,8 @@ struct LatencyModel {
   std::atomic<uint64_t> sync_ns{20'000};
   std::atomic<uint64_t> copy_ps_per_byte{100};
   std::atomic<uint64_t> copy_fixed_ns{10'000};
+  std::atomic<uint64_t> aicpu_launch_ns{20'000};
+  std::atomic<uint64_t> aicpu_ps_per_element{1'000};
 };
 LatencyModel& latency() {
   static LatencyModel* l = new LatencyModel();
@@ -103,6 +105,9 @@ LatencyModel& latency() {
 
 uint64_t launch_ns() { return latency().launch_ns.load(); }
 uint64_t sync_ns() { return latency().sync_ns.load(); }
+uint64_t aicpu_ns(uint64_t elements) {
+  return latency().aicpu_launch_ns.load() + elements * latency().aicpu_ps_per_element.load() / 1000;
+}
 uint64_t copy_ns(uint64_t bytes, bool host_device) {
   const uint64_t per_byte = bytes * latency().copy_ps_per_byte.load() / 1000;
   return per_byte + (host_device ? latency().copy_fixed_ns.load() : 0);
@@ -114,7 +119,7 @@ void sleep_ns(uint64_t ns) {
 // ---------------------------------------------------------------- faults
 
 namespace {
-constexpr int kFaultKinds = 6;
+constexpr int kFaultKinds = 7;
 struct Fault {
   bool armed = false;
   uint64_t after_n = 0;
@@ -532,7 +537,7 @@ MS_EMU_API void msEmuResetCounters(void) {
   Counters& c = counters();
   for (auto* a : {&c.launches, &c.captured_tasks, &c.h2d_copies, &c.d2h_copies, &c.d2d_copies,
                   &c.h2h_copies, &c.h2d_bytes, &c.d2h_bytes, &c.d2d_bytes, &c.memsets, &c.syncs,
-                  &c.capture_replays}) {
+                  &c.capture_replays, &c.aicpu_launches}) {
     a->store(0);
   }
   DeviceMemory& m = mem();
@@ -556,6 +561,7 @@ MS_EMU_API void msEmuGetCounters(struct msEmuCounters* out) {
   out->memsets = c.memsets;
   out->syncs = c.syncs;
   out->capture_replays = c.capture_replays;
+  out->aicpu_launches = c.aicpu_launches;
   {
     DeviceMemory& m = mem();
     std::lock_guard lk(m.mu);
@@ -566,6 +572,7 @@ MS_EMU_API void msEmuGetCounters(struct msEmuCounters* out) {
   }
   fill_stream_gauges(*out);
   fill_handle_gauges(*out);
+  fill_single_op_gauges(*out);
 }
 
 MS_EMU_API void msEmuSetLatency(uint64_t launch, uint64_t sync, uint64_t copy_ps_per_byte,
@@ -583,7 +590,20 @@ MS_EMU_API void msEmuGetLatency(struct msEmuLatency* out) {
   *out = msEmuLatency{l.launch_ns, l.sync_ns, l.copy_ps_per_byte, l.copy_fixed_ns};
 }
 
-MS_EMU_API void msEmuResetLatency(void) { msEmuSetLatency(5'000, 20'000, 100, 10'000); }
+MS_EMU_API void msEmuSetAiCpuLatency(uint64_t launch, uint64_t ps_per_element) {
+  latency().aicpu_launch_ns = launch;
+  latency().aicpu_ps_per_element = ps_per_element;
+}
+
+MS_EMU_API void msEmuGetAiCpuLatency(uint64_t* launch, uint64_t* ps_per_element) {
+  if (launch != nullptr) *launch = latency().aicpu_launch_ns;
+  if (ps_per_element != nullptr) *ps_per_element = latency().aicpu_ps_per_element;
+}
+
+MS_EMU_API void msEmuResetLatency(void) {
+  msEmuSetLatency(5'000, 20'000, 100, 10'000);
+  msEmuSetAiCpuLatency(20'000, 1'000);
+}
 
 MS_EMU_API int msEmuInjectFault(int kind, uint64_t after_n) {
   if (kind <= 0 || kind >= kFaultKinds) return -1;

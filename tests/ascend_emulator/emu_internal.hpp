@@ -54,14 +54,18 @@ struct Counters {
   std::atomic<uint64_t> h2d_copies{0}, d2h_copies{0}, d2d_copies{0}, h2h_copies{0};
   std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0}, d2d_bytes{0};
   std::atomic<uint64_t> memsets{0}, syncs{0}, capture_replays{0};
+  std::atomic<uint64_t> aicpu_launches{0};
 };
 Counters& counters();
 /// Gauges owned by other translation units.
 void fill_stream_gauges(msEmuCounters& out);
 void fill_handle_gauges(msEmuCounters& out);
+void fill_single_op_gauges(msEmuCounters& out);
 
 // ---------------------------------------------------------------- latency
 uint64_t launch_ns();
+/// Modelled duration of an AI CPU task over `elements` operand elements (launch included).
+uint64_t aicpu_ns(uint64_t elements);
 uint64_t sync_ns();
 /// Modelled duration of a copy of `bytes`; `host_device` adds the fixed cost.
 uint64_t copy_ns(uint64_t bytes, bool host_device);

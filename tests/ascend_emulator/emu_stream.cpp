@@ -168,6 +168,10 @@ int sync_stream(Stream& s, const char* fn) {
 
 int run_task_body(const Task& task) {
   if (task.kind == TaskKind::Kernel && fault_fires(MS_EMU_FAULT_STREAM)) {
+    if (task.name.rfind("aclopExecuteV2", 0) == 0) {  // an AI CPU operator
+      return fail(ACL_ERROR_RT_AICPU_EXCEPTION,
+                  strf("emulated AI CPU exception in %s (injected fault)", task.name.c_str()));
+    }
     return fail(ACL_ERROR_RT_AICORE_EXCEPTION,
                 strf("emulated AI Core exception in %s (injected fault)", task.name.c_str()));
   }

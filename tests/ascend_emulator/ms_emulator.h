@@ -9,6 +9,8 @@
  *     Work issued on a stream that is being captured is not counted there but in
  *     captured_tasks; each aclmdlRIExecuteAsync counts one capture_replay and
  *     nothing else (the replayed kernels and copies are not counted again).
+ *   - aicpu_launches counts aclopExecuteV2 calls that enqueued an AI CPU operator
+ *     (not counted in launches, which are aclnn kernels only).
  *   - syncs counts aclrtSynchronizeStream, aclrtSynchronizeEvent and
  *     aclrtSynchronizeDevice calls.
  *   - live_* and peak_device_bytes are gauges of current state; msEmuResetCounters
@@ -22,7 +24,11 @@
  *     a device-to-device copy bytes * copy_ps_per_byte / 1000 (on the worker
  *     for async copies, in the calling thread for aclrtMemcpy);
  *   - each synchronize call waits sync_ns in the calling thread after the wait.
- *   Defaults: launch 5 us, sync 20 us, 100 ps/byte (10 GB/s), 10 us per copy.
+ *   - each AI CPU operator (aclopExecuteV2) waits aicpu_launch_ns plus
+ *     aicpu_ps_per_element / 1000 ns per element of its operands on its stream's
+ *     worker (msEmuSetAiCpuLatency): slower than AI Core, but no host copies.
+ *   Defaults: launch 5 us, sync 20 us, 100 ps/byte (10 GB/s), 10 us per copy;
+ *   AI CPU 20 us per launch and 1 ns per element. msEmuResetLatency restores both.
  *
  * Faults (msEmuInjectFault): one-shot. The first after_n matching events pass,
  * the next one fails, then the fault is disarmed.
@@ -38,7 +44,11 @@
  *                             to every stream that waits for it (which fails the same way)
  *   MS_EMU_FAULT_MEMCPY       a host<->device aclrtMemcpy/aclrtMemcpyAsync returns
  *                             ACL_ERROR_RT_COPY_DATA (507052)
- * For ALLOC, OP_WORKSPACE, OP_LAUNCH and MEMCPY the counted events are calls of
+ *   MS_EMU_FAULT_AICPU_LAUNCH aclopExecuteV2 returns ACL_ERROR_RT_AICPU_EXCEPTION (507018)
+ *                             after its checks, enqueueing nothing
+ * An AI CPU operator failing on its stream (MS_EMU_FAULT_STREAM) reports
+ * ACL_ERROR_RT_AICPU_EXCEPTION (507018) instead of the AI Core code.
+ * For ALLOC, OP_WORKSPACE, OP_LAUNCH, MEMCPY and AICPU_LAUNCH the counted events are calls of
  * those functions; for STREAM, kernels executed by any stream.
  *
  * Also emulated: device memory lives in an address range that the host cannot
@@ -87,6 +97,11 @@ struct msEmuCounters {
   uint64_t live_int_arrays;
   uint64_t live_executors;        /* created and neither launched nor destroyed */
   uint64_t live_models;           /* captured, not yet aclmdlRIDestroy'ed */
+  /* appended later: fields are only ever added at the end */
+  uint64_t aicpu_launches;        /* AI CPU operators enqueued by aclopExecuteV2 (not captured) */
+  uint64_t live_tensor_descs;     /* aclCreateTensorDesc'ed, not destroyed */
+  uint64_t live_data_buffers;     /* aclCreateDataBuffer'ed, not destroyed */
+  uint64_t live_op_attrs;         /* aclopCreateAttr'ed, not destroyed */
 };
 
 struct msEmuLatency {
@@ -101,7 +116,8 @@ typedef enum {
   MS_EMU_FAULT_OP_WORKSPACE = 2,
   MS_EMU_FAULT_OP_LAUNCH = 3,
   MS_EMU_FAULT_STREAM = 4,
-  MS_EMU_FAULT_MEMCPY = 5
+  MS_EMU_FAULT_MEMCPY = 5,
+  MS_EMU_FAULT_AICPU_LAUNCH = 6
 } msEmuFaultKind;
 
 void msEmuResetCounters(void);
@@ -109,7 +125,10 @@ void msEmuGetCounters(struct msEmuCounters* out);
 void msEmuSetLatency(uint64_t launch_ns, uint64_t sync_ns, uint64_t copy_ps_per_byte,
                      uint64_t copy_fixed_ns);
 void msEmuGetLatency(struct msEmuLatency* out);
-/* Restores the default latency model. */
+/* The AI CPU part of the latency model: per operator launch, and per operand element. */
+void msEmuSetAiCpuLatency(uint64_t launch_ns, uint64_t ps_per_element);
+void msEmuGetAiCpuLatency(uint64_t* launch_ns, uint64_t* ps_per_element);
+/* Restores the default latency model (AI CPU included). */
 void msEmuResetLatency(void);
 /* Returns 0, or -1 for an unknown kind. */
 int msEmuInjectFault(int kind, uint64_t after_n);
@@ -130,6 +149,8 @@ struct msEmuApi {
   void (*ClearFaults)(void);
   void (*SetDeviceMemoryLimit)(uint64_t);
   void (*SetStrictContext)(int);
+  void (*SetAiCpuLatency)(uint64_t, uint64_t);
+  void (*GetAiCpuLatency)(uint64_t*, uint64_t*);
 };
 
 /* Opens the emulator at `path` (again: dlopen reference-counts) and fills `api`.
@@ -149,6 +170,8 @@ static inline int msEmuLoadApi(const char* path, struct msEmuApi* api) {
   MS_EMU_LOAD_(ClearFaults, "msEmuClearFaults")
   MS_EMU_LOAD_(SetDeviceMemoryLimit, "msEmuSetDeviceMemoryLimit")
   MS_EMU_LOAD_(SetStrictContext, "msEmuSetStrictContext")
+  MS_EMU_LOAD_(SetAiCpuLatency, "msEmuSetAiCpuLatency")
+  MS_EMU_LOAD_(GetAiCpuLatency, "msEmuGetAiCpuLatency")
 #undef MS_EMU_LOAD_
   return 0;
 }

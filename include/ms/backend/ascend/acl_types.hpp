@@ -15,6 +15,9 @@
 //   hicann/runtime  src/acl/aclrt_impl/acl_rt_wrapper.h       (aclrt*/aclmdlRI* signatures)
 //   nnopbase        aclnn/acl_meta.h                          (aclCreateTensor & co.)
 //   hicann/ops-math, hicann/ops-nn  aclnn_*.h + docs          (aclnn op signatures)
+//   hicann/ge       inc/external/acl/acl_op.h                 (aclop* single-operator API)
+//   hicann/ge       inc/external/acl/acl_base.h               (aclCreateTensorDesc,
+//                                                              aclCreateDataBuffer, ACL_ERROR_OP_*)
 //   hicann/ops-math docs/zh/context/aclnn返回码.md             (ACLNN_* status codes)
 //   hicann/ops-math math/one_hot/docs/aclnnOneHot.md, hicann/ops-nn
 //   activation/softmax_cross_entropy_with_logits               (the training-step ops)
@@ -37,6 +40,10 @@ typedef struct aclOpExecutor aclOpExecutor;
 typedef struct aclTensor aclTensor;
 typedef struct aclScalar aclScalar;
 typedef struct aclIntArray aclIntArray;
+// Single-operator API (acl_base.h, acl_op.h): AI CPU operators run through aclopExecuteV2.
+typedef struct aclTensorDesc aclTensorDesc;
+typedef struct aclDataBuffer aclDataBuffer;
+typedef struct aclopAttr aclopAttr;
 
 // ---------------------------------------------------------------- enums
 typedef enum {
@@ -123,6 +130,12 @@ inline constexpr aclError ACL_SUCCESS = 0;
 inline constexpr aclError ACL_ERROR_INVALID_PARAM = 100000;
 inline constexpr aclError ACL_ERROR_UNINITIALIZE = 100001;
 inline constexpr aclError ACL_ERROR_REPEAT_INITIALIZE = 100002;
+inline constexpr aclError ACL_ERROR_OP_TYPE_NOT_MATCH = 100020;
+inline constexpr aclError ACL_ERROR_OP_INPUT_NOT_MATCH = 100021;
+inline constexpr aclError ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022;
+inline constexpr aclError ACL_ERROR_OP_ATTR_NOT_MATCH = 100023;
+inline constexpr aclError ACL_ERROR_OP_NOT_FOUND = 100024;
+inline constexpr aclError ACL_ERROR_UNSUPPORTED_DATA_TYPE = 100026;
 inline constexpr aclError ACL_ERROR_REPEAT_FINALIZE = 100037;
 inline constexpr aclError ACL_ERROR_BAD_ALLOC = 200000;
 inline constexpr aclError ACL_ERROR_API_NOT_SUPPORT = 200001;
@@ -148,6 +161,7 @@ inline constexpr aclError ACL_ERROR_RT_INTERNAL_ERROR = 507000;
 inline constexpr aclError ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006;
 inline constexpr aclError ACL_ERROR_RT_MODEL_EXECUTE = 507011;
 inline constexpr aclError ACL_ERROR_RT_AICORE_EXCEPTION = 507015;
+inline constexpr aclError ACL_ERROR_RT_AICPU_EXCEPTION = 507018;
 inline constexpr aclError ACL_ERROR_RT_COPY_DATA = 507052;
 // aclnn status codes (aclnn返回码.md)
 inline constexpr aclnnStatus ACLNN_SUCCESS = 0;
@@ -211,7 +225,29 @@ inline constexpr aclnnStatus ACLNN_ERR_INNER_NULLPTR = 561103;
   X(aclError, aclmdlRICaptureBegin, (aclrtStream stream, aclmdlRICaptureMode mode))            \
   X(aclError, aclmdlRICaptureEnd, (aclrtStream stream, aclmdlRI * modelRI))                    \
   X(aclError, aclmdlRIExecuteAsync, (aclmdlRI modelRI, aclrtStream stream))                    \
-  X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI))
+  X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI))                                             \
+  MS_ACL_SINGLE_OP_FUNCS(X)
+
+/// The single-operator API that runs AI CPU operators (acl_base.h, acl_op.h). Optional as a
+/// group: without all of them the Ascend backend offers no AI CPU engine (AclApi::has_aicpu()).
+/// Tensor descriptions are dense ND tensors (no strides); attributes are copied when set.
+#define MS_ACL_SINGLE_OP_FUNCS(X)                                                              \
+  X(aclTensorDesc*, aclCreateTensorDesc,                                                       \
+    (aclDataType dataType, int numDims, const int64_t* dims, aclFormat format))                \
+  X(void, aclDestroyTensorDesc, (const aclTensorDesc* desc))                                   \
+  X(aclDataBuffer*, aclCreateDataBuffer, (void* data, size_t size))                            \
+  X(aclError, aclDestroyDataBuffer, (const aclDataBuffer* dataBuffer))                         \
+  X(aclopAttr*, aclopCreateAttr, ())                                                           \
+  X(void, aclopDestroyAttr, (const aclopAttr* attr))                                           \
+  X(aclError, aclopSetAttrBool, (aclopAttr * attr, const char* attrName, uint8_t attrValue))   \
+  X(aclError, aclopSetAttrInt, (aclopAttr * attr, const char* attrName, int64_t attrValue))    \
+  X(aclError, aclopSetAttrFloat, (aclopAttr * attr, const char* attrName, float attrValue))    \
+  X(aclError, aclopSetAttrListInt,                                                             \
+    (aclopAttr * attr, const char* attrName, int numValues, const int64_t* values))            \
+  X(aclError, aclopExecuteV2,                                                                  \
+    (const char* opType, int numInputs, aclTensorDesc* inputDesc[], aclDataBuffer* inputs[],   \
+     int numOutputs, aclTensorDesc* outputDesc[], aclDataBuffer* outputs[], aclopAttr* attr,   \
+     aclrtStream stream))
 
 /// aclnn ops: X(Name, GetWorkspaceSize parameters before workspaceSize/executor).
 /// Each op is a pair, both optional:
