@@ -1,6 +1,6 @@
 // Tests of graph compilation for a device (ms/backend/device_executor.hpp) on the
 // Ascend adapter against the emulator: results equal the CPU, engine assignment
-// (aclnn, host fallback, cost, pinning) visible in the IR dump, two independent
+// (aclnn, AI CPU, host fallback, cost, pinning) visible in the IR dump, two independent
 // branches overlapping on two streams, loop sinking with host<->device
 // interactions == ceil(steps / sink_size), capture/replay, faults during a sunk
 // run, and an MLP trained on the device reaching the CPU's accuracy.
@@ -158,10 +158,10 @@ TEST_CASE("device graph: results equal the CPU and the dump shows the engines", 
 TEST_CASE("device graph: engine assignment by support, cost and pinning", "[ascend]") {
   EmuFixture fx;
   Tensor<float> x = ms::randn<float>({8, 8}), w = ms::randn<float>({8, 8});
-  // erf has no aclnn row: host. neg of its result is cheaper on the host than a copy up.
-  // The matmul reads only device values: device. relu is pinned to the host.
+  // sin has neither an aclnn nor an AI CPU row: host. neg of its result is cheaper on the
+  // host than a copy up. The matmul reads only device values: device. relu is pinned to the host.
   auto f = [&](const Tensor<float>& xx) {
-    Tensor<float> a = ms::neg(ms::erf(xx));
+    Tensor<float> a = ms::neg(ms::sin(xx));
     Tensor<float> m = ms::matmul(xx, w);
     return ms::add(ms::relu(m), a);
   };
@@ -171,16 +171,16 @@ TEST_CASE("device graph: engine assignment by support, cost and pinning", "[asce
   backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
   const std::string d = ex.dump();
   INFO(d);
-  CHECK_THAT(line_of(d, "erf_0"), Contains("@host_cpu (no aclnn mapping, 1 copies in"));
+  CHECK_THAT(line_of(d, "sin_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
   CHECK_THAT(line_of(d, "neg_0"), Contains("@host_cpu (cost"));
   CHECK_THAT(line_of(d, "matmul_0"), Contains("@ai_core"));
   CHECK_THAT(line_of(d, "relu_0"), Contains("@host_cpu (pinned, 1 copies in"));
-  CHECK_THAT(d, Contains("host fallback: erf"));
-  CHECK(ex.num_host_nodes() == 4);  // erf, neg, relu, and add (its inputs are both on the host)
+  CHECK_THAT(d, Contains("host fallback: sin"));
+  CHECK(ex.num_host_nodes() == 4);  // sin, neg, relu, and add (its inputs are both on the host)
   auto c0 = counters();
   require_close(ex.run({x})[0], want);
   auto c1 = counters();
-  // One sync before the host stretch (erf, neg), one before relu's, one at the end.
+  // One sync before the host stretch (sin, neg), one before relu's, one at the end.
   CHECK(ex.interactions() == 3);
   CHECK(c1.syncs - c0.syncs >= 3);
 }
@@ -458,8 +458,8 @@ TEST_CASE("device graph: data dump copies device tensors back, results unchanged
   ms_test::TempDir dir;
   Tensor<float> x = ms::randn<float>({4, 6}), w = ms::randn<float>({3, 6}), b = ms::randn<float>({3});
   auto f = [&](const Tensor<float>& xx) { return ms::sigmoid(ms::relu(ms::linear(xx, w, b))); };
-  // erf has no aclnn mapping: one host node among the device kernels.
-  auto g = [&](const Tensor<float>& xx) { return ms::erf(f(xx)); };
+  // sin has no device mapping: one host node among the device kernels.
+  auto g = [&](const Tensor<float>& xx) { return ms::sin(f(xx)); };
   auto ex = backend::compile_for_device(backend::trace(g, x), emu());
   const std::vector<float> plain = Tensor<float>(ex.run({x})[0]).to_vector();
   auto dump = ms::DataDump::from_json(fmt::format(
@@ -497,17 +497,17 @@ TEST_CASE("device graph: data dump copies device tensors back, results unchanged
     files[m[1].str() + "." + m[2].str() + "." + m[6].str() + "." + m[7].str()] = e.path();
   }
   INFO(files.size() << " files");
-  // linear: 3 inputs + 1 output; relu, sigmoid, erf: 1 + 1 each.
+  // linear: 3 inputs + 1 output; relu, sigmoid, sin: 1 + 1 each.
   CHECK(files.size() == 10);
   REQUIRE(files.count("linear.linear_0.output.0"));
   REQUIRE(files.count("relu.relu_0.output.0"));
-  REQUIRE(files.count("erf.erf_0.output.0"));
+  REQUIRE(files.count("sin.sin_0.output.0"));
   Tensor<float> lin = ms::linear(x, w, b);
   require_close(ms::load_npy(files["linear.linear_0.output.0"]), lin);
   require_close(ms::load_npy(files["relu.relu_0.input.0"]), lin);
   require_close(ms::load_npy(files["relu.relu_0.output.0"]), ms::relu(lin));
   require_close(ms::load_npy(files["linear.linear_0.input.1"]), w);
-  require_close(ms::load_npy(files["erf.erf_0.output.0"]), Tensor<float>(g(x)));
+  require_close(ms::load_npy(files["sin.sin_0.output.0"]), Tensor<float>(g(x)));
 }
 
 }  // namespace device_executor_test

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -28,7 +29,7 @@ namespace ms::backend {
 enum class Engine : std::uint8_t {
   host_cpu,  ///< the host's CPU kernels (op.kernel); needs the data on the host
   ai_core,   ///< the accelerator's compute cores (aclnn kernels on Ascend)
-  ai_cpu,    ///< the accelerator's own CPU cores (no host round trip); not offered by any backend yet
+  ai_cpu,    ///< the accelerator's own CPU cores: slower than ai_core, but on device memory (no host round trip)
 };
 
 constexpr std::string_view engine_name(Engine e) {
@@ -102,20 +103,52 @@ class Backend {
   virtual void replay(void*, const Stream&) { MS_THROW(BackendError, "{}: stream capture is not supported", name()); }
   virtual void destroy_model(void*) noexcept {}
 
-  // ---- ops
-  /// True when this backend runs `op` on inputs with these metas natively (no host fallback).
-  virtual bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const = 0;
-  /// The engine a supported op runs on.
+  // ---- ops, per engine
+  // A backend offers one or more engines (on Ascend: AI Core, and AI CPU when the runtime has
+  // it). Each says whether it runs an op natively, at what cost, and launches it. Graph
+  // compilation picks among them by cost (device_executor.hpp); eager calls take the first
+  // engine in engines() order that runs the op (engine_for).
+
+  /// The engines this backend offers, the primary one (engine()) first.
+  virtual std::vector<Engine> engines() const { return {engine()}; }
+  /// The primary engine: views and copies run there.
   virtual Engine engine() const = 0;
-  /// Estimated microseconds for one call of `op` on this backend (launch overhead included).
-  virtual double cost_us(const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+  /// True when `engine` runs `op` on inputs with these metas natively (no host fallback).
+  virtual bool supports(Engine engine, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                        const ops::Attrs& attrs) const = 0;
+  /// Estimated microseconds for one call of `op` on `engine` (launch overhead included).
+  virtual double cost_us(Engine engine, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
                          std::span<const ops::TensorMeta> out, const ops::Attrs& attrs) const = 0;
   /// Device scratch memory for one launch, valid until the launched work has run; empty:
   /// the backend manages it (freed when the stream is synchronized).
   using ScratchFn = std::function<void*(std::size_t)>;
-  /// Enqueues `op` on `s`; `out` holds tensors already allocated on this device (views: undefined).
-  virtual void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,
+  /// Enqueues `op` on `s`, run by `engine` (which supports it); `out` holds tensors already
+  /// allocated on this device (views: undefined).
+  virtual void launch(Engine engine, const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,
                       const ops::Attrs& attrs, const Stream& s, const ScratchFn& scratch = {}) = 0;
+
+  // ---- ops, on whichever engine runs them
+  /// The first engine of engines() that runs `op` natively, or nullopt (the host fallback).
+  std::optional<Engine> engine_for(const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                                   const ops::Attrs& attrs) const {
+    for (Engine e : engines())
+      if (supports(e, op, in, attrs)) return e;
+    return std::nullopt;
+  }
+  /// True when some engine of this backend runs `op` natively.
+  bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const {
+    return engine_for(op, in, attrs).has_value();
+  }
+  /// Enqueues `op` on the engine engine_for picks; BackendError when none runs it.
+  void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs& attrs,
+              const Stream& s, const ScratchFn& scratch = {}) {
+    SmallVec<ops::TensorMeta, 4> m = ops::input_metas(in);
+    const std::span<const ops::TensorMeta> metas(m.data(), m.size());
+    const std::optional<Engine> e = engine_for(op, metas, attrs);
+    MS_CHECK(e.has_value(), BackendError, "{}: no engine of {} runs it for {}", op.name, device(),
+             ops::metas_str(metas));
+    launch(*e, op, in, out, attrs, s, scratch);
+  }
 };
 
 /// The host cost model shared by engine assignment: a few GFLOP/s per core and memory bandwidth.
@@ -146,19 +179,23 @@ class CpuBackend final : public Backend {
   void synchronize(const Event&) override {}
   float elapsed_ms(const Event&, const Event&) override { return 0.0f; }
   void synchronize_all() override {}
-  bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs&) const override {
+  using Backend::launch;
+  using Backend::supports;
+  Engine engine() const override { return Engine::host_cpu; }
+  bool supports(Engine e, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                const ops::Attrs&) const override {
+    if (e != Engine::host_cpu) return false;
     if (op.is_view()) return true;
     return op.kernel != nullptr && (in.empty() || op.cpu_dtypes.contains(in[static_cast<std::size_t>(std::min<int>(
                                                       op.elementwise.dispatch_input, static_cast<int>(in.size()) - 1))].dtype));
   }
-  Engine engine() const override { return Engine::host_cpu; }
-  double cost_us(const ops::OpDef& op, std::span<const ops::TensorMeta> in, std::span<const ops::TensorMeta> out,
+  double cost_us(Engine, const ops::OpDef& op, std::span<const ops::TensorMeta> in, std::span<const ops::TensorMeta> out,
                  const ops::Attrs& attrs) const override {
     if (op.is_view() && op.category != ops::Category::movement) return 0.0;
     return HostCostModel{}(ops::op_cost(op, in, out, attrs));
   }
-  void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs& attrs,
-              const Stream&, const ScratchFn& = {}) override {
+  void launch(Engine, const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,
+              const ops::Attrs& attrs, const Stream&, const ScratchFn& = {}) override {
     if (op.is_view()) out[0] = op.view(in[0], attrs);
     else op.kernel(ops::KernelArgs{op, in, out, attrs});
   }
@@ -223,7 +260,8 @@ struct DeviceKernelArgs {
   const Stream& stream;
   const Backend::ScratchFn& scratch;  ///< device memory valid until the work enqueued now has run
 
-  /// Enqueues the registered op `other` on the same stream; the backend must run it natively.
+  /// Enqueues the registered op `other` on the same stream, on the first engine of the backend
+  /// that runs it natively (BackendError when none does).
   void launch(const ops::OpDef& other, std::span<const AnyTensor> i, std::span<AnyTensor> o,
               const ops::Attrs& a = {}) const;
   /// The same for a one-output op given by name: `k.launch("tanh", {k.in[0]}, t)`.
@@ -323,10 +361,12 @@ inline std::vector<std::string> device_kernel_ops(DeviceType type) {
 inline void DeviceKernelArgs::launch(const ops::OpDef& other, std::span<const AnyTensor> i, std::span<AnyTensor> o,
                                      const ops::Attrs& a) const {
   SmallVec<ops::TensorMeta, 4> metas = ops::input_metas(i);
-  MS_CHECK(backend.supports(other, std::span<const ops::TensorMeta>(metas.data(), metas.size()), a), BackendError,
+  const std::span<const ops::TensorMeta> mt(metas.data(), metas.size());
+  const std::optional<Engine> e = backend.engine_for(other, mt, a);
+  MS_CHECK(e.has_value(), BackendError,
            "{}: its device kernel launches {} on {} ({}), which that backend does not run natively", op.name,
-           other.name, backend.device(), ops::metas_str(std::span<const ops::TensorMeta>(metas.data(), metas.size())));
-  backend.launch(other, i, o, a, stream, scratch);
+           other.name, backend.device(), ops::metas_str(mt));
+  backend.launch(*e, other, i, o, a, stream, scratch);
 }
 
 inline AnyTensor DeviceKernelArgs::temp(const ops::TensorMeta& m) const {

@@ -1,6 +1,7 @@
 #pragma once
 // GraphEngine-style compilation of a captured graph for a device backend:
-// engine assignment by cost (counting the copies a placement implies), stream
+// engine assignment by cost among the backend's engines and the host CPU
+// (counting the copies a placement implies), stream
 // assignment (independent branches on separate streams joined by events), and
 // loop sinking (run_sunk: N steps per host round trip, inputs staged on the
 // device, results returned once per sink). The IR dump shows every decision.
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "../graph/capture.hpp"
@@ -44,7 +46,9 @@ struct DeviceCompileOptions {
 struct Placement {
   Engine engine = Engine::ai_core;
   int stream = -1;              ///< device nodes only
-  std::string reason;           ///< why this engine: "aclnn", "view", "no aclnn mapping", "pinned", "cost"
+  /// Why this engine: "aclnn", "aicpu", "device kernel", "view", "no device mapping",
+  /// "fused host program", "pinned", "cost".
+  std::string reason;
   double cost_us = 0;           ///< estimated cost of the chosen placement, copies included
   int copies_in = 0;            ///< operands copied between host and device for this node
   std::vector<int> waits;       ///< nodes on other streams this one waits for (events)
@@ -251,23 +255,41 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
       continue;
     }
     const bool pinned = opt.pin_ops.count(n.op->name) || opt.pin_nodes.count(n.name) || (opt.pin_to_cpu && opt.pin_to_cpu(n));
-    const bool dev_ok = !n.fused && be.supports(*n.op, ins, n.attrs);
-    double dev_cost = 0, host_cost_us = 0;
+    // Copies: a device engine pays for operands on the host, the host for operands on the device.
+    double to_dev_us = 0, host_cost_us = 0;
     int dev_copies = 0, host_copies = 0;
+    bool viewed_in = false;  // an operand is a device view (maybe strided)
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      if (on_dev[static_cast<std::size_t>(n.inputs[k])]) { host_cost_us += copy_cost(in[k]); ++host_copies; }
-      else { dev_cost += copy_cost(in[k]); ++dev_copies; }
+      const auto vi = static_cast<std::size_t>(n.inputs[k]);
+      if (on_dev[vi]) { host_cost_us += copy_cost(in[k]); ++host_copies; }
+      else { to_dev_us += copy_cost(in[k]); ++dev_copies; }
+      const auto& src = G.value(n.inputs[k]);
+      viewed_in |= on_dev[vi] && src.kind == graph::ValueKind::node &&
+                   nodes[static_cast<std::size_t>(src.producer)].op->is_view();
     }
     if (host_copies > 0) host_cost_us += sync_us;
     if (writer && on_dev[static_cast<std::size_t>(n.inputs[0])]) host_cost_us += copy_cost(in[0]);  // write back
-    dev_cost += dev_ok ? be.cost_us(*n.op, ins, outs, n.attrs) : 0;
     host_cost_us += host_cost(ops::op_cost(*n.op, ins, outs, n.attrs));
+    // The cheapest device engine that runs the node (the first on a tie). AI CPU takes dense
+    // tensors only, so a node reading a device view stays off it.
+    std::optional<Engine> dev;
+    double dev_cost = 0;
+    if (!n.fused)
+      for (Engine e : be.engines()) {
+        if (e == Engine::ai_cpu && viewed_in) continue;
+        if (!be.supports(e, *n.op, ins, n.attrs)) continue;
+        const double c = to_dev_us + be.cost_us(e, *n.op, ins, outs, n.attrs);
+        if (!dev || c < dev_cost) { dev = e; dev_cost = c; }
+      }
     bool use_dev;
     if (pinned) { use_dev = false; p.reason = "pinned"; }
-    else if (!dev_ok) { use_dev = false; p.reason = n.fused ? "fused host program" : "no aclnn mapping"; }
+    else if (!dev) { use_dev = false; p.reason = n.fused ? "fused host program" : "no device mapping"; }
     else if (host_cost_us < dev_cost) { use_dev = false; p.reason = "cost"; }
-    else { use_dev = true; p.reason = find_device_kernel(*n.op, be.device().type) ? "device kernel" : "aclnn"; }
-    p.engine = use_dev ? be.engine() : Engine::host_cpu;
+    else {
+      use_dev = true;
+      p.reason = *dev == Engine::ai_cpu ? "aicpu" : find_device_kernel(*n.op, be.device().type) ? "device kernel" : "aclnn";
+    }
+    p.engine = use_dev ? *dev : Engine::host_cpu;
     p.cost_us = use_dev ? dev_cost : host_cost_us;
     p.copies_in = use_dev ? dev_copies : host_copies;
     for (auto v : n.outputs) on_dev[static_cast<std::size_t>(v)] = writer ? on_dev[static_cast<std::size_t>(n.inputs[0])] : use_dev;
@@ -478,7 +500,7 @@ inline void DeviceExecutable::launch_device(Step& s, const std::pair<Event, Even
   if (timing) be_->record(timing->first, st);  // after the waits: when the kernel can start
   s.scratch_next = 0;
   Backend::ScratchFn scratch = [this, &s](std::size_t bytes) { return step_scratch(s, bytes); };
-  be_->launch(*n.op, s.in, s.out, n.attrs, st, scratch);
+  be_->launch(place_[static_cast<std::size_t>(s.node)].engine, *n.op, s.in, s.out, n.attrs, st, scratch);
   if (timing) be_->record(timing->second, st);
   if (s.record_event >= 0) be_->record(events_[static_cast<std::size_t>(s.record_event)], st);
 }
@@ -758,15 +780,18 @@ inline void DeviceExecutable::sync_params_to_host() {
 
 inline std::string DeviceExecutable::dump() const {
   const graph::Graph& G = graph_;
-  std::size_t dev = 0, host = 0, views = 0, events = 0, h2d = 0, d2h = 0;
+  std::size_t dev = 0, aicpu = 0, host = 0, views = 0, events = 0, h2d = 0, d2h = 0;
   std::set<std::string> fallback;
   for (std::size_t i = 0; i < place_.size(); ++i) {
     const auto& p = place_[i];
     if (p.reason == "view") ++views;
     else if (p.engine == Engine::host_cpu) {
       ++host;
-      if (p.reason == "no aclnn mapping") fallback.insert(G.nodes()[i].op->name);
-    } else ++dev;
+      if (p.reason == "no device mapping") fallback.insert(G.nodes()[i].op->name);
+    } else {
+      ++dev;
+      if (p.engine == Engine::ai_cpu) ++aicpu;
+    }
     events += p.waits.size();
   }
   for (const auto& s : steps_) {
@@ -775,8 +800,9 @@ inline std::string DeviceExecutable::dump() const {
   }
   std::string out = fmt::format(
       "# device graph on {}: {} device kernels, {} host nodes, {} views; {} stream(s), {} cross-stream waits; "
-      "per step {} host->device and {} device->host copies{}\n",
+      "per step {} host->device and {} device->host copies{}{}\n",
       be_->device(), dev, host, views, streams_.size(), events, h2d, d2h,
+      aicpu == 0 ? std::string() : fmt::format("; {} of the device kernels on ai_cpu", aicpu),
       fallback.empty() ? std::string() : fmt::format("; host fallback: {}", fmt::join(fallback, ", ")));
   std::string ir = G.str();
   // Annotate each node line ("... # name") with its placement.

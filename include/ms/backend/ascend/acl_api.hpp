@@ -11,7 +11,8 @@
 //     So every resource obtained before a later call that may throw must already
 //     be owned by an RAII guard: device memory (aclrtFree), host memory
 //     (aclrtFreeHost), streams, events, aclTensor / aclScalar / aclIntArray
-//     (aclDestroy*), captured models (aclmdlRIDestroy).
+//     (aclDestroy*), captured models (aclmdlRIDestroy), aclTensorDesc /
+//     aclDataBuffer / aclopAttr of an AI CPU launch (aclDestroy*, aclopDestroyAttr).
 //   * An aclOpExecutor returned by aclnnXxxGetWorkspaceSize is consumed by the
 //     launch aclnnXxx(...) -- also when the launch fails. If the launch is never
 //     reached (say the workspace allocation throws), release it with
@@ -63,6 +64,12 @@ struct AclApi {
   /// Stream capture and replay (aclmdlRICaptureBegin/End, aclmdlRIExecuteAsync, aclmdlRIDestroy).
   bool has_capture() const noexcept {
     return aclmdlRICaptureBegin && aclmdlRICaptureEnd && aclmdlRIExecuteAsync && aclmdlRIDestroy;
+  }
+  /// The single-operator API that AI CPU operators need (aclopExecuteV2 and its descriptions).
+  bool has_aicpu() const noexcept {
+#define MS_ACL_HAS_FN(ret, name, params) &&name != nullptr
+    return true MS_ACL_SINGLE_OP_FUNCS(MS_ACL_HAS_FN);
+#undef MS_ACL_HAS_FN
   }
   /// aclDestroyAclOpExecutor, to release an executor that was never launched.
   bool has_executor_destroy() const noexcept { return aclDestroyAclOpExecutor != nullptr; }

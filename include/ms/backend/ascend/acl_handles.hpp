@@ -1,6 +1,7 @@
 #pragma once
 // RAII owners of AscendCL resources (device memory, aclTensor, aclScalar,
-// aclIntArray, an aclnn executor that was never launched) and the mapping from
+// aclIntArray, an aclnn executor that was never launched, the aclTensorDesc /
+// aclDataBuffer / aclopAttr of a single-operator launch) and the mapping from
 // ms dtypes and tensor layouts to aclCreateTensor's arguments.
 // Belongs here: ownership and conversion only. Must not pick kernels or streams:
 // that is aclnn_ops.hpp and ascend_backend.hpp. Destructors never throw; they
@@ -63,6 +64,10 @@ class AclOwned {
 using TensorHandle = AclOwned<aclTensor, &AclApi::aclDestroyTensor>;
 using ScalarHandle = AclOwned<aclScalar, &AclApi::aclDestroyScalar>;
 using IntArrayHandle = AclOwned<aclIntArray, &AclApi::aclDestroyIntArray>;
+// The single-operator API's handles (AI CPU launches).
+using TensorDescHandle = AclOwned<aclTensorDesc, &AclApi::aclDestroyTensorDesc>;
+using DataBufferHandle = AclOwned<aclDataBuffer, &AclApi::aclDestroyDataBuffer>;
+using OpAttrHandle = AclOwned<aclopAttr, &AclApi::aclopDestroyAttr>;
 
 /// An aclTensor describing `dims`/`strides` (elements) at element `offset` of the device block `base`.
 /// `what` names the tensor in the error when creation fails.

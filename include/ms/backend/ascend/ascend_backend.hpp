@@ -1,21 +1,26 @@
 #pragma once
-// The Ascend adapter: a Backend over the AscendCL C API (acl_api.hpp), the
-// eager device runner that makes ops on Ascend tensors run where they live, and
-// the host fallback for ops without an aclnn mapping (warned once per op). A device
-// kernel registered for an op (backend::register_device_kernel) comes before both.
+// The Ascend adapter: a Backend over the AscendCL C API (acl_api.hpp) with two
+// engines, AI Core (aclnn kernels) and AI CPU (single-operator AI CPU op types,
+// when the runtime has them), the eager device runner that makes ops on Ascend
+// tensors run where they live, and the host fallback for ops with neither
+// mapping (warned once per op). A device kernel registered for an op
+// (backend::register_device_kernel) runs on AI Core and comes before all of them.
 // The same code drives CANN on an NPU or the Ascend emulator used by the tests;
 // which one is decided by the library list ($MS_ASCEND_LIBS).
 // Must not know about graphs: device_executor.hpp compiles graphs onto it.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
 #include "../backend.hpp"
 #include "aclnn_ops.hpp"
+#include "aicpu_ops.hpp"
 
 namespace ms::backend::ascend {
 
@@ -28,7 +33,16 @@ struct AscendCostModel {
   double copy_fixed_us = 10.0; ///< per host<->device copy
   double copy_bytes_per_us = 1e4;  ///< 10 GB/s over the host link
   double sync_us = 20.0;       ///< one host<->device synchronization
+  // AI CPU: a few ARM cores beside the AI Cores. A launch costs more (the task goes through
+  // the AI CPU scheduler) and the throughput is far below AI Core's, but the data stays in
+  // device memory, so for ops AI Core has no kernel for it still beats a host round trip.
+  double aicpu_launch_us = 20.0;
+  double aicpu_flops_per_us = 1e4;  ///< 10 GFLOP/s
+  double aicpu_bytes_per_us = 1e5;  ///< 100 GB/s
   double kernel(const ops::Cost& c) const { return launch_us + c.flops / flops_per_us + c.bytes / bytes_per_us; }
+  double aicpu_kernel(const ops::Cost& c) const {
+    return aicpu_launch_us + c.flops / aicpu_flops_per_us + c.bytes / aicpu_bytes_per_us;
+  }
   double copy(double bytes) const { return copy_fixed_us + bytes / copy_bytes_per_us; }
 };
 
@@ -36,7 +50,10 @@ class AscendBackend final : public Backend {
  public:
   /// Loads the AscendCL libraries in `libs` (':'-separated), initializes ACL and device `index`.
   explicit AscendBackend(const std::string& libs = default_acl_libs(), int index = 0)
-      : api_(load_acl_api(libs)), index_(index) {
+      : AscendBackend(load_acl_api(libs), index) {}
+  /// The same over an already loaded function table (a table without the optional
+  /// single-operator functions gives a backend without the AI CPU engine).
+  AscendBackend(AclApi api, int index) : api_(std::move(api)), index_(index) {
     const aclError rc = api_.aclInit(nullptr);
     if (rc != ACL_ERROR_REPEAT_INITIALIZE) acl_check(api_, rc, "aclInit");
     uint32_t count = 0;
@@ -157,9 +174,23 @@ class AscendBackend final : public Backend {
     if (model != nullptr && api_.aclmdlRIDestroy != nullptr) (void)api_.aclmdlRIDestroy(model);
   }
 
-  // ---- ops
+  // ---- ops: AI Core (aclnn kernels, registered device kernels, device copies) and, when the
+  // runtime has the single-operator API, AI CPU (aclopExecuteV2 with an AI CPU op type).
+  using Backend::launch;
+  using Backend::supports;
   Engine engine() const override { return Engine::ai_core; }
-  bool supports(const ops::OpDef& op, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs) const override {
+  std::vector<Engine> engines() const override {
+    if (api_.has_aicpu()) return {Engine::ai_core, Engine::ai_cpu};
+    return {Engine::ai_core};
+  }
+  bool supports(Engine e, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                const ops::Attrs& attrs) const override {
+    if (e == Engine::ai_cpu) {
+      if (op.is_view() || !api_.has_aicpu()) return false;
+      const AicpuRule* r = find_aicpu_rule(op.name);
+      return r != nullptr && r->supports(in, attrs);
+    }
+    if (e != Engine::ai_core) return false;
     if (op.is_view() && op.category != ops::Category::movement) return true;  // a layout change: no kernel
     if (device_kernel_for(op, in, attrs) != nullptr) return true;           // registered for this device type
     if (&op == &ops::copy__op) return in[0].shape == in[1].shape;           // a device-to-device copy
@@ -172,27 +203,40 @@ class AscendBackend final : public Backend {
     const DeviceKernel* k = find_device_kernel(op, DeviceType::ascend);
     return k != nullptr && k->accepts(*this, in, attrs) ? k : nullptr;
   }
-  /// The aclnn kernels `op` launches here ("aclrtMemcpyAsync" for copy_), or "" for none.
+  /// The aclnn kernels `op` launches on AI Core ("aclrtMemcpyAsync" for copy_), or "" for none.
   std::string_view kernels(const ops::OpDef& op) const {
     if (find_device_kernel(op, DeviceType::ascend) != nullptr) return "registered device kernel";
     if (&op == &ops::copy__op) return "aclrtMemcpyAsync";
     const AclnnRule* r = find_aclnn_rule(op.name);
     return r ? r->kernels : std::string_view{};
   }
-  double cost_us(const ops::OpDef& op, std::span<const ops::TensorMeta> in, std::span<const ops::TensorMeta> out,
-                 const ops::Attrs& attrs) const override {
+  /// The AI CPU op type `op` runs as ("Erf"), or "" for none.
+  std::string_view aicpu_op_type(const ops::OpDef& op) const {
+    const AicpuRule* r = find_aicpu_rule(op.name);
+    return r ? r->op_type : std::string_view{};
+  }
+  double cost_us(Engine e, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
+                 std::span<const ops::TensorMeta> out, const ops::Attrs& attrs) const override {
     if (op.is_view() && op.category != ops::Category::movement) return 0.0;
-    return cost_model.kernel(ops::op_cost(op, in, out, attrs));
+    const ops::Cost c = ops::op_cost(op, in, out, attrs);
+    return e == Engine::ai_cpu ? cost_model.aicpu_kernel(c) : cost_model.kernel(c);
   }
   /// Launches a supported op on `s`. `out` must be allocated on this device (for views: undefined).
-  void launch(const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs& attrs,
-              const Stream& s, const ScratchFn& scratch = {}) override {
+  void launch(Engine e, const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,
+              const ops::Attrs& attrs, const Stream& s, const ScratchFn& scratch = {}) override {
     enter();
     if (op.is_view() && op.category != ops::Category::movement) {
       out[0] = op.view(in[0], attrs);
       return;
     }
     try {
+      if (e == Engine::ai_cpu) {
+        const AicpuRule* r = find_aicpu_rule(op.name);
+        MS_CHECK(r != nullptr, DeviceError, "{}: no AI CPU mapping", op.name);
+        launch_aicpu(api_, *r, s.raw(), in, out, attrs);
+        return;
+      }
+      MS_CHECK(e == Engine::ai_core, DeviceError, "{}: {} is not an engine of {}", op.name, engine_name(e), device());
       if (const DeviceKernel* k = find_device_kernel(op, DeviceType::ascend)) {
         SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
         if (k->accepts(*this, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs)) {
@@ -213,8 +257,8 @@ class AscendBackend final : public Backend {
       ScratchFn sf = scratch ? scratch : ScratchFn([this](std::size_t n) { return eager_scratch(n); });
       LaunchCtx ctx{api_, s.raw(), std::move(sf), consts_.get(), static_cast<char*>(consts_.get()) + sizeof(float)};
       r->launch(ctx, in, out, attrs);
-    } catch (const Error& e) {
-      rethrow_for(op, in, e);
+    } catch (const Error& err) {
+      rethrow_for(op, in, err);
     }
   }
   /// Rethrows `e` with the op and its operands in front; keeps the type and the ACL call, code and message.
@@ -226,7 +270,7 @@ class AscendBackend final : public Backend {
   }
 
   // ---- host fallback bookkeeping
-  /// Ops that ran on the host because no aclnn mapping applied (each warned once).
+  /// Ops that ran on the host because neither an aclnn nor an AI CPU mapping applied (each warned once).
   std::vector<std::string> fallback_ops() const {
     std::lock_guard lk(mu_);
     return {warned_.begin(), warned_.end()};
@@ -235,7 +279,7 @@ class AscendBackend final : public Backend {
   void note_fallback(const ops::OpDef& op, std::span<const ops::TensorMeta> in) {
     std::lock_guard lk(mu_);
     if (warned_.insert(op.name).second && warn_on_fallback)
-      std::fprintf(stderr, "[ms] warning: %s has no aclnn mapping for %s on %s; it runs on the host CPU\n",
+      std::fprintf(stderr, "[ms] warning: %s has no device mapping (aclnn or AI CPU) for %s on %s; it runs on the host CPU\n",
                    op.name.c_str(), ops::metas_str(in).c_str(), device().str().c_str());
   }
 
@@ -328,7 +372,12 @@ inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, c
                           std::span<AnyTensor> out, const ops::MetaList& metas) {
   AscendBackend& be = ascend_backend(in[0].device().index);
   SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
-  if (!be.supports(op, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs)) {
+  std::optional<Engine> engine = be.engine_for(op, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs);
+  // AI CPU operators take dense tensors: a strided view goes the host way (its copy down
+  // gathers it) rather than through a device copy that no engine here has a kernel for.
+  if (engine == Engine::ai_cpu && !std::all_of(in.begin(), in.end(), [](const AnyTensor& t) { return t.is_contiguous(); }))
+    engine.reset();
+  if (!engine) {
     run_on_host(be, op, in, attrs, out, metas);
     return;
   }
@@ -349,19 +398,19 @@ inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, c
     auto [ev0, ev1] = be.eager_timing_events();
     const auto host0 = std::chrono::steady_clock::now();
     be.record(ev0, st);
-    be.launch(op, in, out, attrs, st);
+    be.launch(*engine, op, in, out, attrs, st);
     be.record(ev1, st);
     be.synchronize(st);
     const auto d = std::chrono::duration<double, std::milli>(be.elapsed_ms(ev0, ev1));
     ops::detail::DeviceCall& dc = ops::detail::device_call;
     dc.timing.start = host0;
     dc.timing.end = host0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
-    dc.engine = engine_name(be.engine());
+    dc.engine = engine_name(*engine);
     dc.stream = 0;
     dc.timed = true;
     return;
   }
-  be.launch(op, in, out, attrs, be.eager_stream());
+  be.launch(*engine, op, in, out, attrs, be.eager_stream());
 }
 
 inline const bool ascend_registered = [] {
