@@ -16,6 +16,7 @@
 #include <ms/backend/backend.hpp>
 
 #include "../ascend_emulator/ms_emulator.h"
+#include "emu_fixture.hpp"
 
 #ifndef MS_ASCEND_EMULATOR_PATH
 
@@ -35,39 +36,10 @@ using namespace ms;
 using ms::backend::ascend::AscendBackend;
 using Catch::Matchers::Contains;
 
-AscendBackend& emu() {
-  static const bool env = [] { return setenv("MS_ASCEND_LIBS", MS_ASCEND_EMULATOR_PATH, 1) == 0; }();
-  (void)env;
-  return backend::ascend::ascend_backend(0);
-}
-
-const msEmuApi& ctl() {
-  static const msEmuApi c = [] {
-    msEmuApi a{};
-    if (msEmuLoadApi(MS_ASCEND_EMULATOR_PATH, &a) != 0) throw std::runtime_error("cannot load the msEmu* API");
-    return a;
-  }();
-  return c;
-}
-
-msEmuCounters counters() {
-  msEmuCounters c{};
-  ctl().GetCounters(&c);
-  return c;
-}
-
-/// Zero latency, no faults, no fallback warnings on stderr; restored afterwards.
-struct EmuFixture {
-  EmuFixture() {
-    emu().warn_on_fallback = false;
-    ctl().SetLatency(0, 0, 0, 0);
-    ctl().ClearFaults();
-  }
-  ~EmuFixture() {
-    ctl().ClearFaults();
-    ctl().ResetLatency();
-  }
-};
+using ms_emu_test::counters;
+using ms_emu_test::ctl;
+using ms_emu_test::emu;
+using ms_emu_test::EmuFixture;
 
 const Device kAscend = Device::ascend(0);
 

@@ -19,6 +19,7 @@
 #include <ms/backend/inference.hpp>
 
 #include "../ascend_emulator/ms_emulator.h"
+#include "emu_fixture.hpp"
 #include "../test_util.hpp"
 #include "../../examples/custom_op.hpp"
 
@@ -44,39 +45,10 @@ namespace nn = ms::nn;
 
 const Device kNpu = Device::ascend(0);
 
-AscendBackend& emu() {
-  static const bool env = [] { return setenv("MS_ASCEND_LIBS", MS_ASCEND_EMULATOR_PATH, 1) == 0; }();
-  (void)env;
-  return backend::ascend::ascend_backend(0);
-}
-
-const msEmuApi& ctl() {
-  static const msEmuApi c = [] {
-    msEmuApi a{};
-    if (msEmuLoadApi(MS_ASCEND_EMULATOR_PATH, &a) != 0) throw std::runtime_error("cannot load the msEmu* API");
-    return a;
-  }();
-  return c;
-}
-
-msEmuCounters counters() {
-  msEmuCounters c{};
-  ctl().GetCounters(&c);
-  return c;
-}
-
-/// Zero latency, no faults, no fallback warnings on stderr; restored afterwards.
-struct EmuFixture {
-  EmuFixture() {
-    emu().warn_on_fallback = false;
-    ctl().SetLatency(0, 0, 0, 0);
-    ctl().ClearFaults();
-  }
-  ~EmuFixture() {
-    ctl().ClearFaults();
-    ctl().ResetLatency();
-  }
-};
+using ms_emu_test::counters;
+using ms_emu_test::ctl;
+using ms_emu_test::emu;
+using ms_emu_test::EmuFixture;
 
 /// Every element within tol relative (plus tol absolute) of the reference.
 void require_close(const AnyTensor& got, const AnyTensor& want, double tol = 1e-5) {

@@ -19,6 +19,7 @@
 #include <ms/backend/device_executor.hpp>
 
 #include "../ascend_emulator/ms_emulator.h"
+#include "emu_fixture.hpp"
 #include "../test_util.hpp"
 
 #ifndef MS_ASCEND_EMULATOR_PATH
@@ -40,38 +41,10 @@ using backend::ascend::AscendBackend;
 using Catch::Matchers::Contains;
 namespace nn = ms::nn;
 
-AscendBackend& emu() {
-  static const bool env = [] { return setenv("MS_ASCEND_LIBS", MS_ASCEND_EMULATOR_PATH, 1) == 0; }();
-  (void)env;
-  return backend::ascend::ascend_backend(0);
-}
-
-const msEmuApi& ctl() {
-  static const msEmuApi c = [] {
-    msEmuApi a{};
-    if (msEmuLoadApi(MS_ASCEND_EMULATOR_PATH, &a) != 0) throw std::runtime_error("cannot load the msEmu* API");
-    return a;
-  }();
-  return c;
-}
-
-msEmuCounters counters() {
-  msEmuCounters c{};
-  ctl().GetCounters(&c);
-  return c;
-}
-
-struct EmuFixture {
-  EmuFixture() {
-    emu().warn_on_fallback = false;
-    ctl().SetLatency(0, 0, 0, 0);
-    ctl().ClearFaults();
-  }
-  ~EmuFixture() {
-    ctl().ClearFaults();
-    ctl().ResetLatency();
-  }
-};
+using ms_emu_test::counters;
+using ms_emu_test::ctl;
+using ms_emu_test::emu;
+using ms_emu_test::EmuFixture;
 
 void require_close(const AnyTensor& got, const AnyTensor& want, double tol = 1e-5) {
   REQUIRE(got.shape() == want.shape());

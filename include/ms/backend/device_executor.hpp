@@ -153,6 +153,17 @@ class DeviceExecutable {
     return st->data;
   }
   void launch_device(Step& s, const std::pair<Event, Event>* timing = nullptr);
+  /// A synchronous host<->device copy (the device has been waited for).
+  void run_copy(Step& s) {
+    if (s.kind == StepKind::to_host) be_->copy_to_host(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes());
+    else be_->copy_to_device(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes());
+  }
+  /// A node on the host CPU: its kernel, or copy_ (a writing view) into a host value.
+  void run_host(Step& s) {
+    const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
+    if (n.op->is_view()) s.out[0] = n.op->view(s.in[0], n.attrs);
+    else n.op->kernel(ops::KernelArgs{*n.op, s.in, s.out, n.attrs});
+  }
   void host_sync() {
     for (auto& st : streams_) be_->synchronize(st);
     ++interactions_;
@@ -546,14 +557,9 @@ inline void DeviceExecutable::run_iteration() {
           launch_device(s);
           synced = false;
           break;
-        case StepKind::to_host: be_->copy_to_host(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
-        case StepKind::to_device: be_->copy_to_device(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
-        case StepKind::host: {
-          const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
-          if (n.op->is_view()) s.out[0] = n.op->view(s.in[0], n.attrs);  // copy_ on the host
-          else n.op->kernel(ops::KernelArgs{*n.op, s.in, s.out, n.attrs});
-          break;
-        }
+        case StepKind::to_host:
+        case StepKind::to_device: run_copy(s); break;
+        case StepKind::host: run_host(s); break;
       }
     }
   }
@@ -616,14 +622,13 @@ inline void DeviceExecutable::run_iteration_observed(ops::OpObserver& obs) {
         synced = true;
         break;
       }
-      case StepKind::to_host: be_->copy_to_host(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
-      case StepKind::to_device: be_->copy_to_device(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes()); break;
+      case StepKind::to_host:
+      case StepKind::to_device: run_copy(s); break;
       case StepKind::host: {
         const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
         const ops::OpCallInfo info = call_info(s, place_[static_cast<std::size_t>(s.node)]);
         const std::uint64_t token = obs.begin(*n.op, s.in, n.attrs, info);
-        if (n.op->is_view()) s.out[0] = n.op->view(s.in[0], n.attrs);
-        else n.op->kernel(ops::KernelArgs{*n.op, s.in, s.out, n.attrs});
+        run_host(s);
         obs.end(token, *n.op, s.in, n.attrs, s.out, info);
         break;
       }

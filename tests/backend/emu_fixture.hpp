@@ -1,0 +1,62 @@
+#pragma once
+// What the tests that drive the Ascend adapter against the emulator share: the adapter's
+// backend for ascend:0 loaded from the emulator library, the emulator's control API
+// (latency model, faults, counters), and a fixture that gives each test zero latency and
+// no faults and restores the defaults afterwards. Only for builds that have the emulator
+// (MS_ASCEND_EMULATOR_PATH).
+
+#ifdef MS_ASCEND_EMULATOR_PATH
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <ms/backend/ascend/ascend_backend.hpp>
+
+#include "../ascend_emulator/ms_emulator.h"
+
+namespace ms_emu_test {
+
+/// The adapter's backend for ascend:0, running on the emulator library.
+inline ms::backend::ascend::AscendBackend& emu() {
+  static const bool env = [] { return setenv("MS_ASCEND_LIBS", MS_ASCEND_EMULATOR_PATH, 1) == 0; }();
+  (void)env;
+  return ms::backend::ascend::ascend_backend(0);
+}
+
+/// The emulator's control API (msEmu*).
+inline const msEmuApi& ctl() {
+  static const msEmuApi c = [] {
+    msEmuApi a{};
+    if (msEmuLoadApi(MS_ASCEND_EMULATOR_PATH, &a) != 0)
+      throw std::runtime_error("cannot load the msEmu* control API from " MS_ASCEND_EMULATOR_PATH);
+    return a;
+  }();
+  return c;
+}
+
+inline msEmuCounters counters() {
+  msEmuCounters c{};
+  ctl().GetCounters(&c);
+  return c;
+}
+
+/// Zero latency (AI Core and AI CPU), no faults, no fallback warnings on stderr; the
+/// defaults are restored afterwards.
+struct EmuFixture {
+  EmuFixture() {
+    emu().warn_on_fallback = false;
+    ctl().SetLatency(0, 0, 0, 0);
+    ctl().SetAiCpuLatency(0, 0);
+    ctl().ClearFaults();
+  }
+  ~EmuFixture() {
+    ctl().ClearFaults();
+    ctl().ResetLatency();
+  }
+  EmuFixture(const EmuFixture&) = delete;
+  EmuFixture& operator=(const EmuFixture&) = delete;
+};
+
+}  // namespace ms_emu_test
+
+#endif  // MS_ASCEND_EMULATOR_PATH
