@@ -57,21 +57,21 @@ class OpObserver {
   virtual bool needs_values() const { return true; }
 };
 
-namespace detail {
-/// A fresh id for an executable (OpCallInfo::graph_id), unique across backends.
-inline int next_graph_id() {
-  static std::atomic<int> n{0};
-  return n++;
-}
-/// How the last eager op on a device ran, left by the device runner for run_op's observer
-/// call (set only while an observer is installed).
+/// How an eager op on a device ran, filled in by the device runner when run_op asks for it
+/// (while an observer is installed) and passed to the observer's end().
 struct DeviceCall {
   bool timed = false;
   OpTiming timing;
   std::string_view engine = "cpu";
   int stream = 0;
 };
-inline thread_local DeviceCall device_call;
+
+namespace detail {
+/// A fresh id for an executable (OpCallInfo::graph_id), unique across backends.
+inline int next_graph_id() {
+  static std::atomic<int> n{0};
+  return n++;
+}
 inline thread_local Tracer* tracer = nullptr;
 inline thread_local OpObserver* observer = nullptr;
 inline thread_local bool grad_mode = true;
@@ -80,8 +80,10 @@ using GradRecorder = void (*)(const OpDef& op, std::span<const AnyTensor> in, co
                               std::span<const AnyTensor> out);
 inline GradRecorder grad_recorder = nullptr;
 /// Installed by a backend for its device type: runs an op whose inputs live on that device.
+/// `call` is non-null while an observer is installed: the runner then times the kernel
+/// (device events) and fills it in.
 using DeviceRunner = void (*)(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
-                              std::span<AnyTensor> out, const MetaList& metas);
+                              std::span<AnyTensor> out, const MetaList& metas, DeviceCall* call);
 inline std::array<DeviceRunner, 4> device_runners{};
 
 /// True when some input takes part in autodiff (a leaf requiring grad or a result of one).
@@ -132,10 +134,8 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
                    std::span<AnyTensor> out) {
   OpObserver* obs = detail::observer;
   std::uint64_t token = 0;
-  if (obs) [[unlikely]] {
-    detail::device_call.timed = false;
-    token = obs->begin(op, in, attrs, OpCallInfo{op.name});
-  }
+  if (obs) [[unlikely]] token = obs->begin(op, in, attrs, OpCallInfo{op.name});
+  DeviceCall call;
   Device dev = in.empty() ? Device::cpu() : in[0].device();
   // A movement-category view op writes into its input (copy_): on a device, its backend does that.
   if (op.view && (dev.is_cpu() || op.category != Category::movement)) {
@@ -146,19 +146,17 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
   } else {
     auto runner = detail::device_runners[static_cast<int>(dev.type)];
     MS_CHECK(runner != nullptr, DeviceError, "{}: no backend is loaded for device {}", op.name, dev);
-    runner(op, in, attrs, out, metas);
+    runner(op, in, attrs, out, metas, obs ? &call : nullptr);
   }
   std::span<const AnyTensor> cout(out.data(), out.size());
   if (obs) [[unlikely]] {
     OpCallInfo info{op.name};
-    detail::DeviceCall& dc = detail::device_call;
-    if (dc.timed) {  // left by the device runner for this call
-      info.timing = &dc.timing;
-      info.engine = dc.engine;
-      info.stream = dc.stream;
+    if (call.timed) {  // a device runner timed the kernel
+      info.timing = &call.timing;
+      info.engine = call.engine;
+      info.stream = call.stream;
     }
     obs->end(token, op, in, attrs, cout, info);
-    dc.timed = false;
   }
   if (detail::tracer) [[unlikely]] detail::tracer->record(op, in, attrs, cout);
   if (detail::grad_recorder && detail::grad_mode && op.grad && detail::any_requires_grad(in)) [[unlikely]]

@@ -249,7 +249,8 @@ inline Stats stats(const AnyTensor& t) {
 
 /// `t` itself when it is on the host, else a host copy (device tensors are copied back).
 inline AnyTensor on_host(const AnyTensor& t) {
-  return !t.defined() || t.device().is_cpu() ? t : backend::to(t, Device::cpu());
+  if (!t.defined() || t.device().is_cpu()) return t;
+  return backend::to(t, Device::cpu());
 }
 
 inline bool has_inf_or_nan(const AnyTensor& dt) {
@@ -457,7 +458,9 @@ class DataDump : public ops::OpObserver {
                     std::int64_t task, int stream, std::int64_t ts, const char* io, std::size_t slot,
                     const AnyTensor& dt) {
     if (!dt.defined()) return;
-    const AnyTensor t = detail::dump::on_host(dt);
+    AnyTensor copied;  // a host copy of a device tensor
+    if (!dt.device().is_cpu()) copied = detail::dump::on_host(dt);
+    const AnyTensor& t = copied.defined() ? copied : dt;
     std::filesystem::create_directories(dir);
     bool tensor = cfg_.saved_data != DumpConfig::Saved::statistic;
     bool stat = cfg_.saved_data != DumpConfig::Saved::tensor;

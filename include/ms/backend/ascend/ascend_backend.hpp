@@ -369,7 +369,7 @@ inline void run_on_host(AscendBackend& be, const ops::OpDef& op, std::span<const
 
 /// The device runner for DeviceType::ascend (installed into ops::detail::device_runners).
 inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
-                          std::span<AnyTensor> out, const ops::MetaList& metas) {
+                          std::span<AnyTensor> out, const ops::MetaList& metas, ops::DeviceCall* call) {
   AscendBackend& be = ascend_backend(in[0].device().index);
   SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
   std::optional<Engine> engine = be.engine_for(op, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs);
@@ -390,7 +390,7 @@ inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, c
     } catch (const Error& e) {
       be.rethrow_for(op, in, e);
     }
-  if (ops::detail::observer) [[unlikely]] {
+  if (call) [[unlikely]] {
     // Observed (profiler, dump): time the kernel with device events. The stream is drained
     // first, so the start event's device time is the host time taken just before it.
     const Stream& st = be.eager_stream();
@@ -402,12 +402,11 @@ inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, c
     be.record(ev1, st);
     be.synchronize(st);
     const auto d = std::chrono::duration<double, std::milli>(be.elapsed_ms(ev0, ev1));
-    ops::detail::DeviceCall& dc = ops::detail::device_call;
-    dc.timing.start = host0;
-    dc.timing.end = host0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
-    dc.engine = engine_name(*engine);
-    dc.stream = 0;
-    dc.timed = true;
+    call->timing.start = host0;
+    call->timing.end = host0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
+    call->engine = engine_name(*engine);
+    call->stream = 0;
+    call->timed = true;
     return;
   }
   be.launch(*engine, op, in, out, attrs, be.eager_stream());
