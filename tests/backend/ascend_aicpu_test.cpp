@@ -64,24 +64,9 @@ void require_equal_values(const AnyTensor& got, const AnyTensor& want, double to
   }
 }
 
-template <class E, class F>
-std::string thrown(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using ms_emu_test::thrown;
 
-/// The line of `dump` for node `name`.
-std::string line_of(const std::string& dump, const std::string& name) {
-  std::size_t at = dump.find("# " + name + " ");
-  if (at == std::string::npos) at = dump.find("# " + name + "\n");
-  if (at == std::string::npos) return "";
-  const std::size_t b = dump.rfind('\n', at) + 1, e = dump.find('\n', at);
-  return dump.substr(b, e - b);
-}
+using ms_emu_test::dump_line;
 
 AnyTensor uniform(const Shape& s, DType dt, double lo, double hi) {
   AnyTensor f = AnyTensor(ms::rand<float>(s) * static_cast<float>(hi - lo) + static_cast<float>(lo));
@@ -182,9 +167,9 @@ TEST_CASE("device graph: an AI CPU op between AI Core ops stays on the device", 
   INFO(d);
   CHECK_THAT(d, Contains("# device graph on ascend:0: 3 device kernels, 0 host nodes"));
   CHECK_THAT(d, Contains("per step 0 host->device and 0 device->host copies; 1 of the device kernels on ai_cpu"));
-  CHECK_THAT(line_of(d, "linear_0"), Contains("@ai_core stream 0 (aclnn"));
-  CHECK_THAT(line_of(d, "erf_0"), Contains("@ai_cpu stream 0 (aicpu, ~"));
-  CHECK_THAT(line_of(d, "sigmoid_0"), Contains("@ai_core stream 0 (aclnn"));
+  CHECK_THAT(dump_line(d, "linear_0"), Contains("@ai_core stream 0 (aclnn"));
+  CHECK_THAT(dump_line(d, "erf_0"), Contains("@ai_cpu stream 0 (aicpu, ~"));
+  CHECK_THAT(dump_line(d, "sigmoid_0"), Contains("@ai_core stream 0 (aclnn"));
   CHECK(ex.num_host_nodes() == 0);
   // The placement's cost is the backend's AI CPU estimate, with no copies.
   for (std::size_t i = 0; i < ex.graph().nodes().size(); ++i) {
@@ -223,10 +208,10 @@ TEST_CASE("device graph: AI CPU reductions feed AI Core ops, integer results com
   const std::string d = ex.dump();
   INFO(d);
   CHECK(ex.num_host_nodes() == 0);
-  CHECK_THAT(line_of(d, "prod_0"), Contains("@ai_cpu"));
-  CHECK_THAT(line_of(d, "leaky_relu_0"), Contains("@ai_cpu"));
-  CHECK_THAT(line_of(d, "argmax_0"), Contains("@ai_cpu"));
-  CHECK_THAT(line_of(d, "sqrt_0"), Contains("@ai_core"));
+  CHECK_THAT(dump_line(d, "prod_0"), Contains("@ai_cpu"));
+  CHECK_THAT(dump_line(d, "leaky_relu_0"), Contains("@ai_cpu"));
+  CHECK_THAT(dump_line(d, "argmax_0"), Contains("@ai_cpu"));
+  CHECK_THAT(dump_line(d, "sqrt_0"), Contains("@ai_core"));
   auto out = ex.run({x});
   REQUIRE(out.size() == 2);
   require_equal_values(out[0], want_p, 1e-5);
@@ -243,7 +228,7 @@ TEST_CASE("device graph: pinning and cost decide against AI CPU", "[ascend][aicp
     auto ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
     const std::string d = ex.dump();
     INFO(d);
-    CHECK_THAT(line_of(d, "erf_0"), Contains("@host_cpu (pinned, 1 copies in"));
+    CHECK_THAT(dump_line(d, "erf_0"), Contains("@host_cpu (pinned, 1 copies in"));
     require_equal_values(ex.run({x})[0], f(x), 1e-6);
   }
   SECTION("operands already on the host: a tiny erf is cheaper there than a copy up") {
@@ -253,8 +238,8 @@ TEST_CASE("device graph: pinning and cost decide against AI CPU", "[ascend][aicp
     auto ex = backend::compile_for_device(backend::trace(f, x), emu());
     const std::string d = ex.dump();
     INFO(d);
-    CHECK_THAT(line_of(d, "sin_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
-    CHECK_THAT(line_of(d, "erf_0"), Contains("@host_cpu (cost"));
+    CHECK_THAT(dump_line(d, "sin_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
+    CHECK_THAT(dump_line(d, "erf_0"), Contains("@host_cpu (cost"));
     require_equal_values(ex.run({x})[0], f(x), 1e-6);
   }
   SECTION("a slower AI CPU model sends device operands down instead") {
@@ -266,7 +251,7 @@ TEST_CASE("device graph: pinning and cost decide against AI CPU", "[ascend][aicp
     model.aicpu_launch_us = saved;
     const std::string d = ex.dump();
     INFO(d);
-    CHECK_THAT(line_of(d, "erf_0"), Contains("@host_cpu (cost, 1 copies in"));
+    CHECK_THAT(dump_line(d, "erf_0"), Contains("@host_cpu (cost, 1 copies in"));
     require_equal_values(ex.run({x})[0], f(x), 1e-5);
   }
 }
@@ -365,7 +350,7 @@ TEST_CASE("ascend ai_cpu: a runtime without the single-operator API has no AI CP
     auto ex = backend::compile_for_device(backend::trace(f, x), be);
     const std::string d = ex.dump();
     INFO(d);
-    CHECK_THAT(line_of(d, "erf_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
+    CHECK_THAT(dump_line(d, "erf_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
     CHECK_THAT(d, Contains("host fallback: erf"));
     auto c0 = counters();
     require_equal_values(ex.run({x})[0], f(x), 1e-6);

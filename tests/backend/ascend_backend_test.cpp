@@ -75,15 +75,7 @@ void check_op(const std::string& name, std::vector<AnyTensor> in, const ops::Att
 }
 
 /// The message of the E that `f` throws ("(no exception)" when none; other types propagate).
-template <class E, class F>
-std::string thrown(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using ms_emu_test::thrown;
 
 }  // namespace
 

@@ -62,14 +62,7 @@ void require_close(const AnyTensor& got, const AnyTensor& want, double tol = 1e-
   }
 }
 
-/// The line of a DeviceExecutable dump for node `name`.
-std::string dump_line(const std::string& dump, const std::string& name) {
-  const std::string key = "# " + name + "  @";
-  auto p = dump.find(key);
-  if (p == std::string::npos) return "(no line for " + name + ")";
-  auto b = dump.rfind('\n', p) + 1, e = dump.find('\n', p);
-  return dump.substr(b, e - b);
-}
+using ms_emu_test::dump_line;
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();

@@ -55,24 +55,9 @@ void require_close(const AnyTensor& got, const AnyTensor& want, double tol = 1e-
   }
 }
 
-/// The line of `dump` for node `name`.
-std::string line_of(const std::string& dump, const std::string& name) {
-  const std::string key = "# " + name + "  @";
-  auto p = dump.find(key);
-  if (p == std::string::npos) return "(no line for " + name + ")";
-  auto b = dump.rfind('\n', p) + 1, e = dump.find('\n', p);
-  return dump.substr(b, e - b);
-}
+using ms_emu_test::dump_line;
 
-template <class E, class F>
-std::string thrown(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using ms_emu_test::thrown;
 
 std::shared_ptr<nn::Sequential> small_mlp(std::int64_t in, std::int64_t hidden, std::int64_t out) {
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
@@ -121,8 +106,8 @@ TEST_CASE("device graph: results equal the CPU and the dump shows the engines", 
   const std::string d = ex.dump();
   INFO(d);
   CHECK_THAT(d, Contains("# device graph on ascend:0: 3 device kernels, 0 host nodes"));
-  CHECK_THAT(line_of(d, "linear_0"), Contains("@ai_core stream 0 (aclnn"));
-  CHECK_THAT(line_of(d, "softmax_0"), Contains("@ai_core stream 0 (aclnn"));
+  CHECK_THAT(dump_line(d, "linear_0"), Contains("@ai_core stream 0 (aclnn"));
+  CHECK_THAT(dump_line(d, "softmax_0"), Contains("@ai_core stream 0 (aclnn"));
   // A second run with other data reuses the compiled buffers.
   Tensor<float> x2 = ms::randn<float>({4, 6});
   require_close(ex.run({x2})[0], f(x2));
@@ -144,10 +129,10 @@ TEST_CASE("device graph: engine assignment by support, cost and pinning", "[asce
   backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
   const std::string d = ex.dump();
   INFO(d);
-  CHECK_THAT(line_of(d, "sin_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
-  CHECK_THAT(line_of(d, "neg_0"), Contains("@host_cpu (cost"));
-  CHECK_THAT(line_of(d, "matmul_0"), Contains("@ai_core"));
-  CHECK_THAT(line_of(d, "relu_0"), Contains("@host_cpu (pinned, 1 copies in"));
+  CHECK_THAT(dump_line(d, "sin_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
+  CHECK_THAT(dump_line(d, "neg_0"), Contains("@host_cpu (cost"));
+  CHECK_THAT(dump_line(d, "matmul_0"), Contains("@ai_core"));
+  CHECK_THAT(dump_line(d, "relu_0"), Contains("@host_cpu (pinned, 1 copies in"));
   CHECK_THAT(d, Contains("host fallback: sin"));
   CHECK(ex.num_host_nodes() == 4);  // sin, neg, relu, and add (its inputs are both on the host)
   auto c0 = counters();
@@ -176,9 +161,9 @@ TEST_CASE("device graph: independent branches overlap on two streams", "[ascend]
   REQUIRE(parallel.num_streams() == 2);
   const std::string d = parallel.dump();
   INFO(d);
-  CHECK_THAT(line_of(d, "tanh_0"), Contains("stream 0"));
-  CHECK_THAT(line_of(d, "sigmoid_0"), Contains("stream 1"));
-  CHECK_THAT(line_of(d, "add_0"), Contains("waits [sigmoid_3]"));
+  CHECK_THAT(dump_line(d, "tanh_0"), Contains("stream 0"));
+  CHECK_THAT(dump_line(d, "sigmoid_0"), Contains("stream 1"));
+  CHECK_THAT(dump_line(d, "add_0"), Contains("waits [sigmoid_3]"));
   ctl().SetLatency(20'000'000, 0, 0, 0);  // 20 ms per kernel: 9 kernels, 5 on the longer path
   auto time = [&](backend::DeviceExecutable& ex) {
     auto t0 = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include <ms/backend/ascend/ascend_backend.hpp>
 
@@ -56,6 +57,26 @@ struct EmuFixture {
   EmuFixture(const EmuFixture&) = delete;
   EmuFixture& operator=(const EmuFixture&) = delete;
 };
+
+/// The line of a DeviceExecutable::dump() for node `name` ("(no line for ...)" if none).
+inline std::string dump_line(const std::string& dump, const std::string& name) {
+  const std::string key = "# " + name + "  @";
+  auto p = dump.find(key);
+  if (p == std::string::npos) return "(no line for " + name + ")";
+  auto b = dump.rfind('\n', p) + 1, e = dump.find('\n', p);
+  return dump.substr(b, e - b);
+}
+
+/// The what() of the E that f throws ("(no exception)" when it throws none).
+template <class E, class F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
 
 }  // namespace ms_emu_test
 
