@@ -290,16 +290,7 @@ TEST_CASE("ascend ai_cpu: injected faults give a BackendError and leak nothing",
   Tensor<float> d = h.to(kAscend);
   emu().synchronize_all();
   auto base = counters();
-  auto no_leak = [&] {
-    emu().synchronize_all();
-    auto c = counters();
-    CHECK(c.live_allocations == base.live_allocations);
-    CHECK(c.live_tensor_descs == base.live_tensor_descs);
-    CHECK(c.live_data_buffers == base.live_data_buffers);
-    CHECK(c.live_op_attrs == base.live_op_attrs);
-    CHECK(c.live_events == base.live_events);
-    CHECK(c.live_streams == base.live_streams);
-  };
+  auto no_leak = [&] { ms_emu_test::check_no_leak(base); };
   SECTION("launch refused") {
     ctl().InjectFault(MS_EMU_FAULT_AICPU_LAUNCH, 0);
     CHECK_THAT(thrown<BackendError>([&] { (void)ms::erf(d); }),

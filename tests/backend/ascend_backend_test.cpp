@@ -238,17 +238,7 @@ TEST_CASE("ascend: injected faults give a BackendError and leak nothing", "[asce
   Tensor<float> d = h.to(kAscend);
   emu().synchronize_all();
   auto base = counters();
-  auto no_leak = [&] {
-    emu().synchronize_all();
-    auto c = counters();
-    CHECK(c.live_allocations == base.live_allocations);
-    CHECK(c.live_tensors == base.live_tensors);
-    CHECK(c.live_scalars == base.live_scalars);
-    CHECK(c.live_int_arrays == base.live_int_arrays);
-    CHECK(c.live_executors == base.live_executors);
-    CHECK(c.live_events == base.live_events);
-    CHECK(c.live_streams == base.live_streams);
-  };
+  auto no_leak = [&] { ms_emu_test::check_no_leak(base); };
   SECTION("allocation") {
     ctl().InjectFault(MS_EMU_FAULT_ALLOC, 0);
     CHECK_THAT(thrown<BackendError>([&] { (void)ms::relu(d); }),

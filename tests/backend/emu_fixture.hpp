@@ -7,6 +7,8 @@
 
 #ifdef MS_ASCEND_EMULATOR_PATH
 
+#include <catch2/catch.hpp>
+
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -39,6 +41,24 @@ inline msEmuCounters counters() {
   msEmuCounters c{};
   ctl().GetCounters(&c);
   return c;
+}
+
+/// Checks that no emulator handle outlived its use: after the device is drained, every
+/// live_* handle gauge is back at its value in `base`.
+inline void check_no_leak(const msEmuCounters& base) {
+  emu().synchronize_all();
+  const msEmuCounters c = counters();
+  CHECK(c.live_allocations == base.live_allocations);
+  CHECK(c.live_streams == base.live_streams);
+  CHECK(c.live_events == base.live_events);
+  CHECK(c.live_tensors == base.live_tensors);
+  CHECK(c.live_scalars == base.live_scalars);
+  CHECK(c.live_int_arrays == base.live_int_arrays);
+  CHECK(c.live_executors == base.live_executors);
+  CHECK(c.live_models == base.live_models);
+  CHECK(c.live_tensor_descs == base.live_tensor_descs);
+  CHECK(c.live_data_buffers == base.live_data_buffers);
+  CHECK(c.live_op_attrs == base.live_op_attrs);
 }
 
 /// Zero latency (AI Core and AI CPU), no faults, no fallback warnings on stderr; the
