@@ -30,9 +30,11 @@ if [ "$sanitize" -eq 1 ]; then
   # against 1520 s and 90 s at -O1 (2 cores). -g1: line tables for the
   # sanitizer reports, cheap to compile. No -DNDEBUG, so internal asserts are
   # checked in this run too.
+  # The kernels (one unit of their own) at -O1: 300 s instead of 145 s to build, in
+  # parallel with the test groups, and the suite runs in 167 s instead of 226 s.
   opt=${SANITIZE_OPT:--O0}
   # shellcheck disable=SC2054  # the comma belongs to the sanitizer list
-  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$opt -g1" "-DMS_TESTS_OPT=$opt"
+  cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$opt -g1" "-DMS_TESTS_OPT=$opt" "-DMS_TEST_KERNELS_OPT=${SANITIZE_KERNELS_OPT:--O1}"
               -DMS_SANITIZE=address,undefined
               -DMS_BUILD_TESTS=ON -DMS_BUILD_EXAMPLES=OFF
               -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF)

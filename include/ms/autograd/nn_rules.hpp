@@ -152,6 +152,6 @@ inline bool install() {
 }  // namespace nn_rules
 
 /// Installs the nn gradient rows into the registry when this header is included.
-inline const bool nn_rules_installed = nn_rules::install();
+MS_REGISTRATION(const bool nn_rules_installed, nn_rules::install());
 
 }  // namespace ms::autograd

@@ -262,6 +262,6 @@ inline bool install() {
 }  // namespace rules
 
 /// Installs the gradient table into the registry when this header is included.
-inline const bool rules_installed = rules::install();
+MS_REGISTRATION(const bool rules_installed, rules::install());
 
 }  // namespace ms::autograd

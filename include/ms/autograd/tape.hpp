@@ -64,7 +64,7 @@ inline void record_grad(const ops::OpDef& op, std::span<const AnyTensor> in, con
 }
 
 /// Installs the recorder when this header is included.
-inline const bool grad_recorder_installed = (ops::detail::grad_recorder = &record_grad, true);
+MS_REGISTRATION(const bool grad_recorder_installed, (ops::detail::grad_recorder = &record_grad, true));
 
 /// Sums a broadcast gradient back to `shape` (NumPy broadcasting in reverse).
 inline AnyTensor sum_to(const AnyTensor& g, const Shape& shape) {

@@ -254,7 +254,7 @@ struct FusedProgram {
 };
 
 /// The op that fused nodes refer to (visible in the op list, dumps and profiles).
-inline const ops::OpDef& fused_op = ops::registry().add([] {
+MS_REGISTRATION(const ops::OpDef& fused_op, ops::registry().add([] {
   ops::OpDef d;
   d.name = "fused";
   d.category = ops::Category::fused;
@@ -268,7 +268,7 @@ inline const ops::OpDef& fused_op = ops::registry().add([] {
     MS_THROW(GraphError, "fused: fused nodes run through their program in a compiled graph");
   };
   return d;
-}());
+}()));
 
 inline std::string node_label(const Node& n) {
   if (n.fused) return fmt::format("fused[{}]", fmt::join(n.fused->members, "+"));

@@ -58,7 +58,7 @@ inline constexpr DTypeSet kBoolOnly{DType::b8};
 
 #define MS_BINARY(NAME, F, Types, Cmp, FLOPS, DOC)                                                         \
   namespace ops {                                                                                          \
-  inline const OpDef& NAME##_op = register_elementwise<fx::F, 2, Types, Cmp>({.name = #NAME, .doc = DOC, .flops = FLOPS}); \
+  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 2, Types, Cmp>({.name = #NAME, .doc = DOC, .flops = FLOPS})); \
   inline AnyTensor NAME(const AnyTensor& a, const AnyTensor& b) { return call1(NAME##_op, {a, b}); }       \
   inline AnyTensor NAME(const AnyTensor& a, double b) { return NAME(a, scalar_tensor(b, a.dtype(), #NAME)); } \
   inline AnyTensor NAME(double a, const AnyTensor& b) { return NAME(scalar_tensor(a, b.dtype(), #NAME), b); } \
@@ -83,13 +83,13 @@ MS_BINARY(logical_or, LogicalOr, ops::kBoolOnly, false, 1, "a or b (bool)")
 
 namespace ops {
 // pow with a tensor exponent; a scalar exponent goes to pow_scalar (ops/unary.hpp).
-inline const OpDef& pow_op = register_elementwise<fx::Pow, 2, kNumericTypes>({.name = "pow", .doc = "a ^ b", .flops = 10});
+MS_REGISTRATION(const OpDef& pow_op, register_elementwise<fx::Pow, 2, kNumericTypes>({.name = "pow", .doc = "a ^ b", .flops = 10}));
 inline AnyTensor pow(const AnyTensor& a, const AnyTensor& b) { return call1(pow_op, {a, b}); }
 inline AnyTensor pow(double a, const AnyTensor& b) { return pow(scalar_tensor(a, b.dtype(), "pow"), b); }
 }  // namespace ops
 
 namespace ops {
-inline const OpDef& where_op = [] () -> const OpDef& {
+MS_REGISTRATION(const OpDef& where_op, [] () -> const OpDef& {
   OpDef d;
   d.name = "where";
   d.doc = "cond ? a : b, with broadcasting";
@@ -106,7 +106,7 @@ inline const OpDef& where_op = [] () -> const OpDef& {
   d.elementwise.block[static_cast<int>(DType::u8)] = &detail::where_block<std::uint8_t>;
   d.elementwise.block[static_cast<int>(DType::b8)] = &detail::where_block<bool>;
   return registry().add(std::move(d));
-}();
+}());
 inline AnyTensor where(const AnyTensor& cond, const AnyTensor& a, const AnyTensor& b) {
   return call1(where_op, {cond, a, b});
 }

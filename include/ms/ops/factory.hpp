@@ -237,7 +237,7 @@ void with_generator(const Attrs& a, F&& f) {
 }  // namespace creation_detail
 
 // fill: attrs shape, dtype, value. Serves zeros/ones/full for every storage dtype.
-inline const OpDef& fill_op = registry().add([] {
+MS_REGISTRATION(const OpDef& fill_op, registry().add([] {
   OpDef d = creation_detail::creation_def("fill", "a tensor of one repeated value (zeros, ones, full)",
                                  {"shape", "dtype", "value"}, kStorageTypes);
   d.infer = [](const OpDef& op, std::span<const TensorMeta>, const Attrs& a, MetaList& out) {
@@ -258,10 +258,10 @@ inline const OpDef& fill_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<0>;
   return d;
-}());
+}()));
 
 // arange: attrs start, stop, step (numbers), dtype. Length ceil((stop - start) / step), like NumPy.
-inline const OpDef& arange_op = registry().add([] {
+MS_REGISTRATION(const OpDef& arange_op, registry().add([] {
   OpDef d = creation_detail::creation_def("arange", "start, start + step, ... up to (excluding) stop",
                                  {"start", "stop", "step", "dtype"}, creation_detail::kArangeTypes);
   d.infer = [](const OpDef& op, std::span<const TensorMeta>, const Attrs& a, MetaList& out) {
@@ -291,10 +291,10 @@ inline const OpDef& arange_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<1>;
   return d;
-}());
+}()));
 
 // linspace: attrs start, stop (double), num, dtype. num evenly spaced points including both ends.
-inline const OpDef& linspace_op = registry().add([] {
+MS_REGISTRATION(const OpDef& linspace_op, registry().add([] {
   OpDef d = creation_detail::creation_def("linspace", "num evenly spaced points from start to stop, both included",
                                  {"start", "stop", "num", "dtype"}, creation_detail::kCreationFloatTypes);
   d.infer = [](const OpDef& op, std::span<const TensorMeta>, const Attrs& a, MetaList& out) {
@@ -323,10 +323,10 @@ inline const OpDef& linspace_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<2>;
   return d;
-}());
+}()));
 
 // eye: attrs n, m, dtype. An n x m matrix with ones on the main diagonal.
-inline const OpDef& eye_op = registry().add([] {
+MS_REGISTRATION(const OpDef& eye_op, registry().add([] {
   OpDef d = creation_detail::creation_def("eye", "n x m matrix with ones on the diagonal and zeros elsewhere",
                                  {"n", "m", "dtype"}, kStorageTypes);
   d.infer = [](const OpDef& op, std::span<const TensorMeta>, const Attrs& a, MetaList& out) {
@@ -351,10 +351,10 @@ inline const OpDef& eye_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<0>;
   return d;
-}());
+}()));
 
 // rand: attrs shape, dtype, optional seed. Uniform in [0, 1).
-inline const OpDef& rand_op = registry().add([] {
+MS_REGISTRATION(const OpDef& rand_op, registry().add([] {
   OpDef d = creation_detail::creation_def("rand", "uniform random numbers in [0, 1)", {"shape", "dtype", "seed"},
                                  creation_detail::kCreationFloatTypes);
   d.is_random = true;
@@ -378,10 +378,10 @@ inline const OpDef& rand_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<2>;
   return d;
-}());
+}()));
 
 // randn: attrs shape, dtype, optional seed. Standard normal (Box-Muller).
-inline const OpDef& randn_op = registry().add([] {
+MS_REGISTRATION(const OpDef& randn_op, registry().add([] {
   OpDef d = creation_detail::creation_def("randn", "standard normal random numbers (mean 0, variance 1)",
                                  {"shape", "dtype", "seed"}, creation_detail::kCreationFloatTypes);
   d.is_random = true;
@@ -405,10 +405,10 @@ inline const OpDef& randn_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<30>;
   return d;
-}());
+}()));
 
 // randint: attrs low, high, shape, dtype, optional seed. Uniform integers in [low, high).
-inline const OpDef& randint_op = registry().add([] {
+MS_REGISTRATION(const OpDef& randint_op, registry().add([] {
   OpDef d = creation_detail::creation_def("randint", "uniform random integers in [low, high)",
                                  {"low", "high", "shape", "dtype", "seed"}, creation_detail::kRandintTypes);
   d.is_random = true;
@@ -442,7 +442,7 @@ inline const OpDef& randint_op = registry().add([] {
   };
   d.cost = &creation_detail::creation_cost<3>;
   return d;
-}());
+}()));
 
 // ---- untyped API ----------------------------------------------------------------------------
 

@@ -67,7 +67,7 @@ inline AnyTensor copy_view(const AnyTensor& dst, const Attrs&) {
 
 // copy_: inputs (dst, src). Side effect: mutates dst. Graph passes recognize it as a view op in
 // the movement category (graph::detail::has_side_effect) and never drop, merge or fold it.
-inline const OpDef& copy__op = registry().add([] {
+MS_REGISTRATION(const OpDef& copy__op, registry().add([] {
   OpDef d;
   d.name = "copy_";
   d.category = Category::movement;
@@ -88,7 +88,7 @@ inline const OpDef& copy__op = registry().add([] {
   };
   d.view = &detail::copy_view;  // a movement-category view op = "writes into input 0"
   return d;
-}());
+}()));
 
 inline AnyTensor copy_(const AnyTensor& dst, const AnyTensor& src) { return call1(copy__op, {dst, src}); }
 

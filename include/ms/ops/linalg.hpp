@@ -312,7 +312,7 @@ inline Cost linear_cost(const OpDef& op, std::span<const TensorMeta> in, std::sp
 
 }  // namespace detail
 
-inline const OpDef& matmul_op = registry().add([] {
+MS_REGISTRATION(const OpDef& matmul_op, registry().add([] {
   OpDef d;
   d.name = "matmul";
   d.category = Category::linalg;
@@ -323,9 +323,9 @@ inline const OpDef& matmul_op = registry().add([] {
   d.cost = &detail::matmul_cost;
   d.cpu_dtypes = detail::kLinalgTypes;
   return d;
-}());
+}()));
 
-inline const OpDef& linear_op = registry().add([] {
+MS_REGISTRATION(const OpDef& linear_op, registry().add([] {
   OpDef d;
   d.name = "linear";
   d.category = Category::linalg;
@@ -336,7 +336,7 @@ inline const OpDef& linear_op = registry().add([] {
   d.cost = &detail::linear_cost;
   d.cpu_dtypes = detail::kLinalgTypes;
   return d;
-}());
+}()));
 
 inline AnyTensor matmul(const AnyTensor& a, const AnyTensor& b) { return call1(matmul_op, {a, b}); }
 inline AnyTensor linear(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b) {

@@ -191,7 +191,7 @@ inline void check_same_dtypes(const OpDef& op, std::span<const TensorMeta> in) {
 }  // namespace detail
 
 // concat: attr "axis"; variadic inputs.
-inline const OpDef& concat_op = registry().add([] {
+MS_REGISTRATION(const OpDef& concat_op, registry().add([] {
   OpDef d;
   d.name = "concat";
   d.category = Category::movement;
@@ -226,10 +226,10 @@ inline const OpDef& concat_op = registry().add([] {
     }
   };
   return d;
-}());
+}()));
 
 // stack: attr "axis" (in the output's rank); variadic inputs of one shape.
-inline const OpDef& stack_op = registry().add([] {
+MS_REGISTRATION(const OpDef& stack_op, registry().add([] {
   OpDef d;
   d.name = "stack";
   d.category = Category::movement;
@@ -260,10 +260,10 @@ inline const OpDef& stack_op = registry().add([] {
       detail::copy_into(k.in[i], base + static_cast<std::int64_t>(i) * y.strides()[ax] * e, st);
   };
   return d;
-}());
+}()));
 
 // split: attrs "sizes" (extents of the pieces along the axis), "axis". One output per piece.
-inline const OpDef& split_op = registry().add([] {
+MS_REGISTRATION(const OpDef& split_op, registry().add([] {
   OpDef d;
   d.name = "split";
   d.category = Category::movement;
@@ -303,10 +303,10 @@ inline const OpDef& split_op = registry().add([] {
     }
   };
   return d;
-}());
+}()));
 
 // gather: attr "axis"; inputs x and index (int32/int64, same rank as x).
-inline const OpDef& gather_op = registry().add([] {
+MS_REGISTRATION(const OpDef& gather_op, registry().add([] {
   OpDef d;
   d.name = "gather";
   d.category = Category::movement;
@@ -334,10 +334,10 @@ inline const OpDef& gather_op = registry().add([] {
     detail::gather_kernel_impl(x, ax, index.raw_data(), index.dtype(), index.strides(), k.out[0]);
   };
   return d;
-}());
+}()));
 
 // index_select: attr "axis"; inputs x and a 1-D int32/int64 index.
-inline const OpDef& index_select_op = registry().add([] {
+MS_REGISTRATION(const OpDef& index_select_op, registry().add([] {
   OpDef d;
   d.name = "index_select";
   d.category = Category::movement;
@@ -366,10 +366,10 @@ inline const OpDef& index_select_op = registry().add([] {
     detail::gather_kernel_impl(x, ax, index.raw_data(), index.dtype(), ist, k.out[0]);
   };
   return d;
-}());
+}()));
 
 // one_hot: attrs "num_classes", "dtype" (of the output, default int64); input an int32/int64 index.
-inline const OpDef& one_hot_op = registry().add([] {
+MS_REGISTRATION(const OpDef& one_hot_op, registry().add([] {
   OpDef d;
   d.name = "one_hot";
   d.category = Category::movement;
@@ -412,7 +412,7 @@ inline const OpDef& one_hot_op = registry().add([] {
     });
   };
   return d;
-}());
+}()));
 
 // ---- untyped API ----------------------------------------------------------------------------
 

@@ -1018,7 +1018,7 @@ inline void check_ce_attrs(const OpDef& op, const Attrs& a) {
 // ---- registrations --------------------------------------------------------------------------------
 
 // conv2d(x, w[, b]; stride, padding, dilation, groups).
-inline const OpDef& conv2d_op = registry().add([] {
+MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   OpDef d;
   d.name = "conv2d";
   d.category = Category::nn;
@@ -1048,10 +1048,10 @@ inline const OpDef& conv2d_op = registry().add([] {
     return c;
   };
   return d;
-}());
+}()));
 
 // conv2d_grad_input(g, w; stride, padding, dilation, groups, input_shape): the input gradient of conv2d.
-inline const OpDef& conv2d_grad_input_op = registry().add([] {
+MS_REGISTRATION(const OpDef& conv2d_grad_input_op, registry().add([] {
   OpDef d;
   d.name = "conv2d_grad_input";
   d.category = Category::nn;
@@ -1076,10 +1076,10 @@ inline const OpDef& conv2d_grad_input_op = registry().add([] {
     return detail::conv_cost(op, in, out, a, detail::conv_geom(op, out[0].shape, in[1].shape, a));
   };
   return d;
-}());
+}()));
 
 // conv2d_grad_weight(g, x; stride, padding, dilation, groups, weight_shape): the weight gradient of conv2d.
-inline const OpDef& conv2d_grad_weight_op = registry().add([] {
+MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
   OpDef d;
   d.name = "conv2d_grad_weight";
   d.category = Category::nn;
@@ -1104,10 +1104,10 @@ inline const OpDef& conv2d_grad_weight_op = registry().add([] {
     return detail::conv_cost(op, in, out, a, detail::conv_geom(op, in[1].shape, out[0].shape, a));
   };
   return d;
-}());
+}()));
 
 // max_pool2d(x; kernel_size, stride, padding) -> (values, int64 indices into each H * W plane).
-inline const OpDef& max_pool2d_op = registry().add([] {
+MS_REGISTRATION(const OpDef& max_pool2d_op, registry().add([] {
   OpDef d;
   d.name = "max_pool2d";
   d.category = Category::nn;
@@ -1130,10 +1130,10 @@ inline const OpDef& max_pool2d_op = registry().add([] {
     return Cost{static_cast<double>(numel(out[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
-}());
+}()));
 
 // max_pool2d_grad(g, indices; kernel_size, stride, padding, input_shape): routes g to the argmax.
-inline const OpDef& max_pool2d_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& max_pool2d_grad_op, registry().add([] {
   OpDef d;
   d.name = "max_pool2d_grad";
   d.category = Category::nn;
@@ -1155,10 +1155,10 @@ inline const OpDef& max_pool2d_grad_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<1>;
   return d;
-}());
+}()));
 
 // avg_pool2d(x; kernel_size, stride, padding, count_include_pad).
-inline const OpDef& avg_pool2d_op = registry().add([] {
+MS_REGISTRATION(const OpDef& avg_pool2d_op, registry().add([] {
   OpDef d;
   d.name = "avg_pool2d";
   d.category = Category::nn;
@@ -1183,10 +1183,10 @@ inline const OpDef& avg_pool2d_op = registry().add([] {
     return Cost{static_cast<double>(numel(out[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
-}());
+}()));
 
 // avg_pool2d_grad(g; kernel_size, stride, padding, count_include_pad, input_shape).
-inline const OpDef& avg_pool2d_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& avg_pool2d_grad_op, registry().add([] {
   OpDef d;
   d.name = "avg_pool2d_grad";
   d.category = Category::nn;
@@ -1211,10 +1211,10 @@ inline const OpDef& avg_pool2d_grad_op = registry().add([] {
     return Cost{static_cast<double>(numel(in[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
-}());
+}()));
 
 // adaptive_avg_pool2d(x; output_size).
-inline const OpDef& adaptive_avg_pool2d_op = registry().add([] {
+MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_op, registry().add([] {
   OpDef d;
   d.name = "adaptive_avg_pool2d";
   d.category = Category::nn;
@@ -1235,10 +1235,10 @@ inline const OpDef& adaptive_avg_pool2d_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<1>;
   return d;
-}());
+}()));
 
 // adaptive_avg_pool2d_grad(g; output_size, input_shape).
-inline const OpDef& adaptive_avg_pool2d_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_grad_op, registry().add([] {
   OpDef d;
   d.name = "adaptive_avg_pool2d_grad";
   d.category = Category::nn;
@@ -1265,12 +1265,12 @@ inline const OpDef& adaptive_avg_pool2d_grad_op = registry().add([] {
     return Cost{static_cast<double>(numel(out[0].shape)), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
-}());
+}()));
 
 // batch_norm(x, weight, bias[, running_mean, running_var]; training, momentum, eps)
 //   -> (y, mean, invstd). SIDE EFFECT: with training=true the kernel writes the updated running
 //   statistics into the running_mean / running_var input buffers (so a replayed graph updates them).
-inline const OpDef& batch_norm_op = registry().add([] {
+MS_REGISTRATION(const OpDef& batch_norm_op, registry().add([] {
   OpDef d;
   d.name = "batch_norm";
   d.category = Category::nn;
@@ -1307,10 +1307,10 @@ inline const OpDef& batch_norm_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<8>;
   return d;
-}());
+}()));
 
 // batch_norm_grad(g, x, weight, mean, invstd; training) -> (grad x, grad weight, grad bias).
-inline const OpDef& batch_norm_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& batch_norm_grad_op, registry().add([] {
   OpDef d;
   d.name = "batch_norm_grad";
   d.category = Category::nn;
@@ -1337,10 +1337,10 @@ inline const OpDef& batch_norm_grad_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<8>;
   return d;
-}());
+}()));
 
 // layer_norm(x[, weight[, bias]]; normalized_shape, eps) -> (y, mean, rstd).
-inline const OpDef& layer_norm_op = registry().add([] {
+MS_REGISTRATION(const OpDef& layer_norm_op, registry().add([] {
   OpDef d;
   d.name = "layer_norm";
   d.category = Category::nn;
@@ -1369,10 +1369,10 @@ inline const OpDef& layer_norm_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<8>;
   return d;
-}());
+}()));
 
 // layer_norm_grad(g, x, mean, rstd[, weight]; normalized_shape) -> (grad x, grad weight, grad bias).
-inline const OpDef& layer_norm_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& layer_norm_grad_op, registry().add([] {
   OpDef d;
   d.name = "layer_norm_grad";
   d.category = Category::nn;
@@ -1403,10 +1403,10 @@ inline const OpDef& layer_norm_grad_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<10>;
   return d;
-}());
+}()));
 
 // dropout(x; p, training, seed) -> (y, mask); y = x * mask, mask 0 or 1 / (1 - p).
-inline const OpDef& dropout_op = registry().add([] {
+MS_REGISTRATION(const OpDef& dropout_op, registry().add([] {
   OpDef d;
   d.name = "dropout";
   d.category = Category::nn;
@@ -1446,10 +1446,10 @@ inline const OpDef& dropout_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<3>;
   return d;
-}());
+}()));
 
 // embedding(weight, index) -> weight rows at index: shape index.shape + (D,).
-inline const OpDef& embedding_op = registry().add([] {
+MS_REGISTRATION(const OpDef& embedding_op, registry().add([] {
   OpDef d;
   d.name = "embedding";
   d.category = Category::nn;
@@ -1489,10 +1489,10 @@ inline const OpDef& embedding_op = registry().add([] {
     return Cost{0, detail::bytes_of(in.subspan(1)) + 2 * detail::bytes_of(out)};
   };
   return d;
-}());
+}()));
 
 // cross_entropy(logits, target; reduction, label_smoothing, ignore_index).
-inline const OpDef& cross_entropy_op = registry().add([] {
+MS_REGISTRATION(const OpDef& cross_entropy_op, registry().add([] {
   OpDef d;
   d.name = "cross_entropy";
   d.category = Category::nn;
@@ -1510,10 +1510,10 @@ inline const OpDef& cross_entropy_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<20>;
   return d;
-}());
+}()));
 
 // cross_entropy_grad(logits, target, g; reduction, label_smoothing, ignore_index) -> grad logits.
-inline const OpDef& cross_entropy_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& cross_entropy_grad_op, registry().add([] {
   OpDef d;
   d.name = "cross_entropy_grad";
   d.category = Category::nn;
@@ -1532,10 +1532,10 @@ inline const OpDef& cross_entropy_grad_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<20>;
   return d;
-}());
+}()));
 
 // nll_loss(log_probs, target; reduction, ignore_index).
-inline const OpDef& nll_loss_op = registry().add([] {
+MS_REGISTRATION(const OpDef& nll_loss_op, registry().add([] {
   OpDef d;
   d.name = "nll_loss";
   d.category = Category::nn;
@@ -1572,10 +1572,10 @@ inline const OpDef& nll_loss_op = registry().add([] {
     return Cost{static_cast<double>(numel(in[1].shape)), detail::bytes_of(in.subspan(1)) + detail::bytes_of(out)};
   };
   return d;
-}());
+}()));
 
 // nll_loss_grad(target, g; num_classes, reduction, ignore_index) -> grad log_probs (N, C).
-inline const OpDef& nll_loss_grad_op = registry().add([] {
+MS_REGISTRATION(const OpDef& nll_loss_grad_op, registry().add([] {
   OpDef d;
   d.name = "nll_loss_grad";
   d.category = Category::nn;
@@ -1614,10 +1614,10 @@ inline const OpDef& nll_loss_grad_op = registry().add([] {
   };
   d.cost = &detail::per_output_cost<0>;
   return d;
-}());
+}()));
 
 // mse_loss(a, b; reduction).
-inline const OpDef& mse_loss_op = registry().add([] {
+MS_REGISTRATION(const OpDef& mse_loss_op, registry().add([] {
   OpDef d;
   d.name = "mse_loss";
   d.category = Category::nn;
@@ -1655,7 +1655,7 @@ inline const OpDef& mse_loss_op = registry().add([] {
   };
   d.cost = &detail::per_input_cost<3>;
   return d;
-}());
+}()));
 
 // ---- untyped API ------------------------------------------------------------------------------------
 

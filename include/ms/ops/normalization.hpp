@@ -197,8 +197,8 @@ OpDef make_softmax_op() {
 
 }  // namespace detail
 
-inline const OpDef& softmax_op = registry().add(detail::make_softmax_op<false>());
-inline const OpDef& log_softmax_op = registry().add(detail::make_softmax_op<true>());
+MS_REGISTRATION(const OpDef& softmax_op, registry().add(detail::make_softmax_op<false>()));
+MS_REGISTRATION(const OpDef& log_softmax_op, registry().add(detail::make_softmax_op<true>()));
 
 inline AnyTensor softmax(const AnyTensor& x, std::int64_t axis) { return call1(softmax_op, {x}, Attrs{{"axis", axis}}); }
 inline AnyTensor log_softmax(const AnyTensor& x, std::int64_t axis) {

@@ -653,22 +653,22 @@ inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) {
 
 }  // namespace detail
 
-inline const OpDef& sum_op = registry().add(detail::make_reduce_op<detail::Red::sum>(
-    "sum", "sum over axes (all when empty); pairwise for floats, wraps for integers"));
-inline const OpDef& prod_op = registry().add(detail::make_reduce_op<detail::Red::prod>("prod", "product over axes"));
-inline const OpDef& mean_op = registry().add(detail::make_reduce_op<detail::Red::mean>("mean", "mean over axes"));
-inline const OpDef& max_op = registry().add(
-    detail::make_reduce_op<detail::Red::max>("max", "maximum over axes (NaN propagates)"));
-inline const OpDef& min_op = registry().add(
-    detail::make_reduce_op<detail::Red::min>("min", "minimum over axes (NaN propagates)"));
-inline const OpDef& var_op = registry().add(
-    detail::make_reduce_op<detail::Red::var>("var", "variance over axes, N - correction in the denominator"));
-inline const OpDef& std_op = registry().add(
-    detail::make_reduce_op<detail::Red::std>("std", "standard deviation over axes, N - correction in the denominator"));
-inline const OpDef& argmax_op = registry().add(detail::make_reduce_op<detail::Red::argmax>(
-    "argmax", "int64 index of the maximum along an axis (flattened when absent); NaN is the maximum"));
-inline const OpDef& argmin_op = registry().add(detail::make_reduce_op<detail::Red::argmin>(
-    "argmin", "int64 index of the minimum along an axis (flattened when absent); NaN is the minimum"));
+MS_REGISTRATION(const OpDef& sum_op, registry().add(detail::make_reduce_op<detail::Red::sum>(
+    "sum", "sum over axes (all when empty); pairwise for floats, wraps for integers")));
+MS_REGISTRATION(const OpDef& prod_op, registry().add(detail::make_reduce_op<detail::Red::prod>("prod", "product over axes")));
+MS_REGISTRATION(const OpDef& mean_op, registry().add(detail::make_reduce_op<detail::Red::mean>("mean", "mean over axes")));
+MS_REGISTRATION(const OpDef& max_op, registry().add(
+    detail::make_reduce_op<detail::Red::max>("max", "maximum over axes (NaN propagates)")));
+MS_REGISTRATION(const OpDef& min_op, registry().add(
+    detail::make_reduce_op<detail::Red::min>("min", "minimum over axes (NaN propagates)")));
+MS_REGISTRATION(const OpDef& var_op, registry().add(
+    detail::make_reduce_op<detail::Red::var>("var", "variance over axes, N - correction in the denominator")));
+MS_REGISTRATION(const OpDef& std_op, registry().add(
+    detail::make_reduce_op<detail::Red::std>("std", "standard deviation over axes, N - correction in the denominator")));
+MS_REGISTRATION(const OpDef& argmax_op, registry().add(detail::make_reduce_op<detail::Red::argmax>(
+    "argmax", "int64 index of the maximum along an axis (flattened when absent); NaN is the maximum")));
+MS_REGISTRATION(const OpDef& argmin_op, registry().add(detail::make_reduce_op<detail::Red::argmin>(
+    "argmin", "int64 index of the minimum along an axis (flattened when absent); NaN is the minimum")));
 
 inline AnyTensor sum(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(sum_op, {x}, detail::reduce_attrs(axes, keepdim));

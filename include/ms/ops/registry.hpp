@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../core/tensor.hpp"
 
 namespace ms::ops {

@@ -38,7 +38,7 @@ inline std::int64_t index_at(const AnyTensor& idx, std::int64_t off) {
 }  // namespace detail
 
 // slice_scatter(base, src; axis, start, stop, step): base with base[slice] = src.
-inline const OpDef& slice_scatter_op = registry().add([] {
+MS_REGISTRATION(const OpDef& slice_scatter_op, registry().add([] {
   OpDef d;
   d.name = "slice_scatter";
   d.category = Category::movement;
@@ -69,7 +69,7 @@ inline const OpDef& slice_scatter_op = registry().add([] {
     });
   };
   return d;
-}());
+}()));
 
 namespace detail {
 template <class F>
@@ -123,7 +123,7 @@ inline void check_indices(const OpDef& op, const AnyTensor& idx, std::int64_t n,
 }  // namespace detail
 
 // scatter_add(base, index, src; axis): out = base; out[..., index[p], ...] += src[p] (adjoint of gather).
-inline const OpDef& scatter_add_op = registry().add([] {
+MS_REGISTRATION(const OpDef& scatter_add_op, registry().add([] {
   OpDef d;
   d.name = "scatter_add";
   d.category = Category::movement;
@@ -148,10 +148,10 @@ inline const OpDef& scatter_add_op = registry().add([] {
     detail::add_kernel<true>(k);
   };
   return d;
-}());
+}()));
 
 // index_add(base, index, src; axis): out = base; out.select(axis, index[i]) += src.select(axis, i).
-inline const OpDef& index_add_op = registry().add([] {
+MS_REGISTRATION(const OpDef& index_add_op, registry().add([] {
   OpDef d;
   d.name = "index_add";
   d.category = Category::movement;
@@ -175,7 +175,7 @@ inline const OpDef& index_add_op = registry().add([] {
     detail::add_kernel<false>(k);
   };
   return d;
-}());
+}()));
 
 inline AnyTensor slice_scatter(const AnyTensor& base, const AnyTensor& src, std::int64_t axis, std::int64_t start,
                                std::int64_t stop, std::int64_t step = 1) {

@@ -48,7 +48,7 @@ inline Shape resolve_shape(std::string_view op, const Shape& from, const IntList
 }  // namespace detail
 
 // reshape: attr "shape" holds the resolved shape; the input must be contiguous (the API copies first if not).
-inline const OpDef& reshape_op = registry().add([] {
+MS_REGISTRATION(const OpDef& reshape_op, registry().add([] {
   OpDef d;
   d.name = "reshape";
   d.category = Category::view;
@@ -65,10 +65,10 @@ inline const OpDef& reshape_op = registry().add([] {
     return detail::make_view(x, s, contiguous_strides(s), x.offset());
   };
   return d;
-}());
+}()));
 
 // permute: attr "perm" (a permutation of the axes).
-inline const OpDef& permute_op = registry().add([] {
+MS_REGISTRATION(const OpDef& permute_op, registry().add([] {
   OpDef d;
   d.name = "permute";
   d.category = Category::view;
@@ -100,7 +100,7 @@ inline const OpDef& permute_op = registry().add([] {
     return detail::make_view(x, s, st, x.offset());
   };
   return d;
-}());
+}()));
 
 namespace detail {
 struct SliceSpec {
@@ -133,7 +133,7 @@ inline SliceSpec slice_spec(std::string_view op, const Shape& s, const Attrs& a)
 }  // namespace detail
 
 // slice: attrs axis, start, stop, step (NumPy semantics; start/stop may be omitted).
-inline const OpDef& slice_op = registry().add([] {
+MS_REGISTRATION(const OpDef& slice_op, registry().add([] {
   OpDef d;
   d.name = "slice";
   d.category = Category::view;
@@ -155,10 +155,10 @@ inline const OpDef& slice_op = registry().add([] {
     return detail::make_view(x, s, st, off);
   };
   return d;
-}());
+}()));
 
 // expand: attr "shape" (target shape; -1 keeps a dim). Broadcast dims get stride 0.
-inline const OpDef& expand_op = registry().add([] {
+MS_REGISTRATION(const OpDef& expand_op, registry().add([] {
   OpDef d;
   d.name = "expand";
   d.category = Category::view;
@@ -198,7 +198,7 @@ inline const OpDef& expand_op = registry().add([] {
     return detail::make_view(x, s, st, x.offset());
   };
   return d;
-}());
+}()));
 
 namespace fx {
 struct Identity : NoParams {
@@ -209,14 +209,14 @@ struct Identity : NoParams {
 }  // namespace fx
 
 // copy: a contiguous copy of any layout (serves contiguous() and clone()).
-inline const OpDef& copy_op = registry().add([] {
+MS_REGISTRATION(const OpDef& copy_op, registry().add([] {
   OpDef d = make_elementwise_op<fx::Identity, 1, kAllTypes>({.name = "copy", .doc = "contiguous copy of the input", .flops = 0});
   d.category = Category::movement;
   d.cpu_dtypes = kStorageTypes;
   d.elementwise.block[static_cast<int>(DType::f16)] = &detail::block_kernel<fx::Identity, half, half, 1>;
   d.elementwise.block[static_cast<int>(DType::bf16)] = &detail::block_kernel<fx::Identity, bfloat16, bfloat16, 1>;
   return d;
-}());
+}()));
 
 namespace detail {
 /// x rounded to float with round-to-odd (truncate, then set the lowest bit when inexact).
@@ -267,7 +267,7 @@ inline O convert(I x) {
 }  // namespace detail
 
 // cast: attr "dtype".
-inline const OpDef& cast_op = registry().add([] {
+MS_REGISTRATION(const OpDef& cast_op, registry().add([] {
   OpDef d;
   d.name = "cast";
   d.category = Category::movement;
@@ -298,7 +298,7 @@ inline const OpDef& cast_op = registry().add([] {
     });
   };
   return d;
-}());
+}()));
 
 namespace detail {
 /// A contiguous version of x for use INSIDE kernels (no dispatch, nothing recorded):

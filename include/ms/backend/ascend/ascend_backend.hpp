@@ -412,11 +412,11 @@ inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, c
   be.launch(*engine, op, in, out, attrs, be.eager_stream());
 }
 
-inline const bool ascend_registered = [] {
+MS_REGISTRATION(const bool ascend_registered, [] {
   register_backend(DeviceType::ascend, &ascend_instance);
   ops::detail::device_runners[static_cast<std::size_t>(DeviceType::ascend)] = &ascend_runner;
   return true;
-}();
+}());
 
 }  // namespace detail
 
