@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -153,11 +155,11 @@ TEST_CASE("passes: folding a view of a constant makes a constant that owns its d
   check_against_eager(std::move(g), random_floats({3, 2}, 8), fn);
 }
 
-TEST_CASE("passes: simplify removes x*1, 1*x, x/1, x+0, 0+x, x-0", "[graph]") {
+TEST_CASE("passes: simplify removes x*1, 1*x, x/1, x+(-0), (-0)+x, x-0", "[graph]") {
   Tensor<float> x = random_floats({3, 4}, 9);
   auto fn = [](const AnyTensor& in) {
-    AnyTensor t = ops::div(ops::sub(ops::add(ops::mul(in, 1.0), 0.0), 0.0), 1.0);
-    t = ops::add(0.0, ops::mul(1.0, t));
+    AnyTensor t = ops::div(ops::sub(ops::add(ops::mul(in, 1.0), -0.0), 0.0), 1.0);
+    t = ops::add(-0.0, ops::mul(1.0, t));
     return std::vector<AnyTensor>{ops::exp(t)};
   };
   graph::Graph g = capture(x, fn);
@@ -178,12 +180,25 @@ TEST_CASE("passes: simplify keeps what is not an identity", "[graph]") {
     AnyTensor b = ops::sub(0.0, in);  // 0 - x is -x
     AnyTensor c = ops::mul(in, 2.0);
     AnyTensor d = ops::div(1.0, in);
-    return std::vector<AnyTensor>{a, b, c, d};
+    AnyTensor e = ops::add(in, 0.0);   // -0.0 + 0.0 is +0.0: not x
+    AnyTensor f = ops::sub(in, -0.0);  // the same
+    return std::vector<AnyTensor>{a, b, c, d, e, f};
   };
   graph::Graph g = capture(x, fn);
-  REQUIRE(g.num_nodes() == 4);
+  REQUIRE(g.num_nodes() == 6);
   CHECK(graph::simplify(g) == 0);
-  CHECK(g.num_nodes() == 4);
+  CHECK(g.num_nodes() == 6);
+  Tensor<float> z{0.0f, -0.0f, 1.5f};
+  check_against_eager(std::move(g), z, fn);
+}
+
+TEST_CASE("passes: simplify removes x + 0 for integers", "[graph]") {
+  Tensor<std::int32_t> x{1, -2, 3};
+  auto fn = [](const AnyTensor& in) { return std::vector<AnyTensor>{ops::mul(ops::add(in, 0.0), 2.0)}; };
+  graph::Graph g = capture(x, fn);
+  REQUIRE(g.num_nodes() == 2);
+  CHECK(graph::simplify(g) == 1);
+  check_against_eager(std::move(g), Tensor<std::int32_t>{4, 0, -7}, fn);
 }
 
 TEST_CASE("passes: simplify removes double transposes and composes permutes", "[graph]") {
@@ -298,9 +313,114 @@ TEST_CASE("passes: fusion turns tanh(x*0.5+0.1)*1.5 - x/(1+exp(x)) into one fuse
   CHECK(og.dot().find(label) != std::string::npos);
   CHECK(exe.pass_report().get("fuse") == 1);
   CHECK(n.inputs.size() == 5);  // x and the four scalars
+  // The scalar steps fold into the unary ops: tanh(x*0.5+0.1)*1.5 and 1+exp(x) are one
+  // pass each, then div and sub.
+  CHECK(n.fused->instrs.size() == 4);
   // Fusion reorders no arithmetic: the replay is bit-identical to eager.
   Tensor<float> x2 = random_floats({1000}, 25);
   CHECK(same_bits(exe.run({x2})[0], fn(x2)[0]));
+}
+
+TEST_CASE("passes: scalar steps folded into a fused unary op give eager's bits", "[graph][fusion]") {
+  // Special values: signed zeros (x + -0.0 and x * 1 must keep them), infinities, NaN.
+  auto input = [](DType dt, std::uint64_t seed) {
+    Tensor<float> f = random_floats({1037}, seed);
+    float* p = f.data();
+    const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN(), 1e-40f, -3.5f, 88.0f};
+    for (std::size_t k = 0; k < std::size(special); ++k) p[k * 97] = special[k];
+    return ops::cast(f, dt);
+  };
+  struct Case {
+    const char* name;
+    std::size_t instrs;  // program length after folding
+    std::function<AnyTensor(const AnyTensor&)> fn;
+  };
+  const std::vector<Case> cases = {
+      {"sub, then c * x", 1, [](const AnyTensor& x) { return ops::mul(2.0, ops::exp(ops::sub(x, 0.25))); }},
+      {"c + x on both sides", 1, [](const AnyTensor& x) { return ops::add(-0.0, ops::sin(ops::add(0.0, x))); }},
+      // Only two steps fold on each side; the rest stay instructions.
+      {"three steps before", 2, [](const AnyTensor& x) { return ops::tanh(ops::add(ops::mul(ops::add(x, 1.0), 3.0), -2.0)); }},
+      {"three steps after", 2, [](const AnyTensor& x) { return ops::sub(ops::mul(ops::add(ops::relu(x), 1.0), 3.0), 0.5); }},
+      // c - x is not a step (its sign of a NaN would differ); neither is x / c.
+      {"c - x and x / c", 3, [](const AnyTensor& x) { return ops::sub(1.0, ops::div(ops::exp(x), 3.0)); }},
+      // The intermediate x*2 has a second reader: it stays.
+      {"shared intermediate", 3, [](const AnyTensor& x) { AnyTensor t = ops::mul(x, 2.0); return ops::add(ops::tanh(t), t); }},
+      // sin(x) may take exp(x)'s buffer once x*2... reads it: folding x*2 into tanh must not
+      // read the buffer after sin overwrote it.
+      {"operand overwritten in between", 4, [](const AnyTensor& x) {
+         AnyTensor a = ops::exp(x);
+         AnyTensor b = ops::mul(a, 2.0);
+         AnyTensor c = ops::sin(x);
+         AnyTensor d = ops::tanh(b);
+         return ops::add(d, c);
+       }},
+      {"two unary ops in a row", 2, [](const AnyTensor& x) { return ops::add(ops::exp(ops::mul(ops::tanh(ops::mul(x, 0.5)), 2.0)), 1.0); }},
+  };
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const Case& c : cases) {
+      INFO(c.name << " " << ms::dtype_name(dt));
+      AnyTensor x = input(dt, 31);
+      auto fn = [&](const AnyTensor& in) { return std::vector<AnyTensor>{c.fn(in)}; };
+      backend::Executable exe = backend::compile(capture(x, fn));
+      REQUIRE(exe.graph().num_nodes() == 1);
+      const graph::Node& n = exe.graph().nodes()[0];
+      REQUIRE(n.fused);
+      CHECK(n.fused->instrs.size() == c.instrs);
+      AnyTensor x2 = input(dt, 32);
+      CHECK(same_bits(exe.run({x2})[0], fn(x2)[0]));
+    }
+  }
+}
+
+TEST_CASE("passes: random chains with scalar steps replay bit-identically after folding", "[graph][fusion]") {
+  // Random programs over x: unary ops, scalar steps on either side, binary ops of earlier
+  // values, in an order that makes the fused program reuse its temporaries.
+  std::mt19937 rng(2024);
+  std::size_t folded = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int len = 4 + static_cast<int>(rng() % 10);
+    std::vector<std::uint32_t> plan(static_cast<std::size_t>(len) * 3);
+    for (auto& v : plan) v = rng();
+    auto fn = [&](const AnyTensor& x) {
+      std::vector<AnyTensor> vals{x};
+      std::vector<bool> used{true};
+      for (int k = 0; k < len; ++k) {
+        const std::uint32_t* r = &plan[static_cast<std::size_t>(k) * 3];
+        // Mostly the latest value (a chain), sometimes an earlier one (a tree).
+        const std::size_t ia = r[1] % 4 == 0 ? r[1] % vals.size() : vals.size() - 1;
+        const std::size_t ib = r[2] % vals.size();
+        const AnyTensor a = vals[ia], b = vals[ib];
+        used[ia] = true;
+        if (r[0] % 8 == 7) used[ib] = true;
+        const double c = 0.25 * static_cast<double>(static_cast<int>(r[2] % 9) - 4);
+        switch (r[0] % 8) {
+          case 0: vals.push_back(ops::tanh(a)); break;
+          case 1: vals.push_back(ops::sin(a)); break;
+          case 2: vals.push_back(ops::relu(a)); break;
+          case 3: vals.push_back(ops::mul(a, c)); break;
+          case 4: vals.push_back(ops::add(c, a)); break;
+          case 5: vals.push_back(ops::sub(a, c)); break;
+          case 6: vals.push_back(ops::mul(c, a)); break;
+          default: vals.push_back(ops::add(a, b)); break;
+        }
+        used.push_back(false);
+      }
+      // Every value nothing else reads feeds the output, so nothing is dead.
+      AnyTensor out = vals.back();
+      for (std::size_t k = 1; k + 1 < vals.size(); ++k)
+        if (!used[k]) out = ops::add(out, vals[k]);
+      return std::vector<AnyTensor>{out};
+    };
+    Tensor<float> x = random_floats({300}, 40 + static_cast<std::uint64_t>(trial));
+    backend::Executable exe = backend::compile(capture(x, fn));
+    for (const auto& n : exe.graph().nodes())
+      if (n.fused) folded += n.fused->members.size() - n.fused->instrs.size();
+    Tensor<float> x2 = random_floats({300}, 140 + static_cast<std::uint64_t>(trial));
+    INFO("trial " << trial);
+    CHECK(same_bits(exe.run({x2})[0], fn(x2)[0]));
+  }
+  CHECK(folded > 30);
 }
 
 TEST_CASE("passes: fusion leaves a value with uses outside the group unfused", "[graph]") {

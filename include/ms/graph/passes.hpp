@@ -4,6 +4,7 @@
 // at an optimization level, each switchable, with the IR dumped as text after each
 // pass into a directory (PassOptions::dump_dir or the MS_DUMP_IR environment variable).
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -108,7 +109,8 @@ inline int fold_constants(Graph& g, std::int64_t max_elements = 1 << 20) {
 }
 
 namespace detail {
-/// True when constant value v holds `x` in every element.
+/// True when constant value v holds `x` in every element (for floating dtypes a zero must
+/// also have x's sign: x + 0.0 turns -0.0 into +0.0, so only x + -0.0 and x - 0.0 are x).
 inline bool const_all_equal(const Graph& g, ValueId v, double x) {
   const Value& val = g.value(v);
   if (val.kind != ValueKind::constant) return false;
@@ -117,7 +119,8 @@ inline bool const_all_equal(const Graph& g, ValueId v, double x) {
     if constexpr (std::is_arithmetic_v<T>) {
       const T* p = static_cast<const T*>(val.data.raw_data());
       ms::detail::for_each_offset(val.data.shape(), val.data.strides(), [&](std::int64_t o) {
-        if (static_cast<double>(p[o]) != x) eq = false;
+        const double e = static_cast<double>(p[o]);
+        if (e != x || (std::is_floating_point_v<T> && std::signbit(e) != std::signbit(x))) eq = false;
       });
     } else {
       eq = false;
@@ -127,7 +130,8 @@ inline bool const_all_equal(const Graph& g, ValueId v, double x) {
 }
 }  // namespace detail
 
-/// Algebraic simplification: x*1, 1*x, x/1, x+0, 0+x, x-0 (when no broadcast changes the
+/// Algebraic simplification: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x, x-0 (for integers any zero;
+/// x + 0.0 is not x for x = -0.0) (when no broadcast changes the
 /// shape), permute of permute (composed; identity removed), reshape of reshape, reshape to
 /// the same shape, cast to the same dtype. Returns the number of rewrites.
 inline int simplify(Graph& g) {
@@ -147,7 +151,9 @@ inline int simplify(Graph& g) {
       return true;
     };
     if (op == "mul" || op == "add" || op == "sub" || op == "div") {
-      double ident = (op == "mul" || op == "div") ? 1.0 : 0.0;
+      const bool is_float = g.value(out).meta.dtype == DType::f32 || g.value(out).meta.dtype == DType::f64 ||
+                            g.value(out).meta.dtype == DType::f16 || g.value(out).meta.dtype == DType::bf16;
+      double ident = (op == "mul" || op == "div") ? 1.0 : (op == "add" && is_float) ? -0.0 : 0.0;
       if (detail::const_all_equal(g, n.inputs[1], ident) && forward(n.inputs[0])) continue;
       if ((op == "mul" || op == "add") && detail::const_all_equal(g, n.inputs[0], ident) && forward(n.inputs[1])) continue;
     } else if (op == "cast") {

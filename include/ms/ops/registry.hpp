@@ -202,11 +202,20 @@ using CostFn = Cost (*)(const OpDef& op, std::span<const TensorMeta> in, std::sp
 using BlockFn = void (*)(const void* const* in, const std::int64_t* in_strides, void* out, std::int64_t n,
                          const double* params);
 inline constexpr int kMaxElementwiseParams = 4;
+/// Scalar steps that fusion folds around a unary block kernel, so that `tanh(x*0.5+0.1)*1.5`
+/// is one pass instead of four. Each step is `v = v * m + a`: multiplying by c is (c, -0.0),
+/// adding c is (1, c), subtracting c is (1, -c); each gives the same bits as the separate op,
+/// with or without FMA contraction (v*1 and v + -0.0 are exact). The affine kernel takes
+/// kAffineSteps (m, a) pairs applied to its input, then kAffineSteps applied to its result,
+/// from params[kMaxElementwiseParams ...]; unused steps are (1, -0.0).
+inline constexpr int kAffineSteps = 2;
+inline constexpr int kAffineParams = 4 * kAffineSteps;
 /// Extracts the numeric parameters of an elementwise op from its attributes.
 using ParamsFn = void (*)(const Attrs& attrs, double* params);
 
 struct ElementwiseInfo {
   BlockFn block[kNumDTypes] = {};
+  BlockFn affine[kNumDTypes] = {};  ///< unary float/double ops: the block kernel with folded scalar steps
   ParamsFn params = nullptr;
   int dispatch_input = 0;     ///< which input's dtype selects the block function
   double flops_per_element = 1;
