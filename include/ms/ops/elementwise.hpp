@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include <Eigen/Core>
 #include <xsimd/xsimd.hpp>
 
 #include "../core/parallel.hpp"
@@ -51,11 +52,48 @@ MS_SIMD_UNARY(expm1, static_cast<V>(std::expm1(x)))
 MS_SIMD_UNARY(sqrt, static_cast<V>(std::sqrt(x)))
 MS_SIMD_UNARY(sin, static_cast<V>(std::sin(x)))
 MS_SIMD_UNARY(cos, static_cast<V>(std::cos(x)))
-MS_SIMD_UNARY(tanh, static_cast<V>(std::tanh(x)))
 MS_SIMD_UNARY(floor, static_cast<V>(std::floor(x)))
 MS_SIMD_UNARY(ceil, static_cast<V>(std::ceil(x)))
 MS_SIMD_UNARY(nearbyint, static_cast<V>(std::nearbyint(x)))  // half to even, like NumPy's round
 #undef MS_SIMD_UNARY
+
+/// tanh. Float batches use Eigen's rational approximation (one division, no exp): 1.7x
+/// faster than xsimd's exp-based tanh and at most 5 ulp from the correctly rounded result
+/// over all floats (xsimd's: 1 ulp); the common choice of ML runtimes (TensorFlow, XLA and
+/// ONNX Runtime use rational forms too). NaN is passed through. Double batches use xsimd
+/// (1 ulp). The Eigen path needs Eigen's packet to be xsimd's register (SSE, AVX, AVX-512,
+/// NEON); other targets fall back to xsimd.
+template <class V>
+inline V tanh(const V& x) {
+  if constexpr (is_batch_v<V>) {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // vector types as template arguments
+#endif
+    using Reg = std::remove_cv_t<decltype(x.data)>;
+    constexpr bool eigen_packet = std::is_same_v<scalar_t<V>, float> &&
+                                  std::is_same_v<Reg, typename Eigen::internal::packet_traits<float>::type>;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    if constexpr (eigen_packet) {
+      const V t(Eigen::internal::ptanh(x.data));
+      return xsimd::select(x != x, x, t);
+    } else {
+      return xsimd::tanh(x);
+    }
+  } else {
+    return static_cast<V>(std::tanh(x));
+  }
+}
+
+/// tanh through exp (xsimd's, 1 ulp), for formulas where 1 + tanh(x) cancels: the rational
+/// form rounds tanh(x) to -1 below x = -7.9, where 1 + tanh(x) is still ~2e-7.
+template <class V>
+inline V tanh_exp(const V& x) {
+  if constexpr (is_batch_v<V>) return xsimd::tanh(x);
+  else return static_cast<V>(std::tanh(x));
+}
 
 namespace detail {
 /// Applies the scalar function f to every lane of a batch (for functions whose xsimd form is not accurate).

@@ -35,8 +35,9 @@ MS_FORMULA1(Tanh, simd::tanh(x))
 MS_FORMULA1(Sigmoid, c<V>(1) / (c<V>(1) + simd::exp(-x)))
 MS_FORMULA1(Relu, simd::max(c<V>(0), x))  // NaN propagates: max returns its second operand
 MS_FORMULA1(Gelu, c<V>(0.5) * x * (c<V>(1) + simd::erf(x * c<V>(0.70710678118654752440))))
+// 1 + tanh(u) cancels for u << 0: the exp-based tanh keeps the small difference there.
 MS_FORMULA1(GeluTanh, c<V>(0.5) * x *
-                          (c<V>(1) + simd::tanh(c<V>(0.79788456080286535588) * (x + c<V>(0.044715) * x * x * x))))
+                          (c<V>(1) + simd::tanh_exp(c<V>(0.79788456080286535588) * (x + c<V>(0.044715) * x * x * x))))
 MS_FORMULA1(Silu, x / (c<V>(1) + simd::exp(-x)))
 MS_FORMULA1(Softplus, simd::log1p(simd::exp(-simd::abs(x))) + simd::max(c<V>(0), x))  // stable for large |x|
 // (x + 3) / 6 rounds twice; x / 6 + 1/2 loses up to 3 ulp to cancellation near x = -3.
