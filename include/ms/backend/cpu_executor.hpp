@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "../graph/passes.hpp"
+#include "../ops/inplace.hpp"
 #include "../ops/views.hpp"
 #include "memory_plan.hpp"
 
@@ -22,6 +23,10 @@ struct CompileOptions {
   graph::PassOptions passes;
   bool optimize = true;   ///< run the pass pipeline before planning
   bool inplace = true;    ///< let elementwise ops write over their last-used input
+  /// Write an elementwise result that is copy_'d into a parameter straight into the
+  /// parameter's storage (an optimizer's m, v and weight updates), when nothing reads the
+  /// parameter's old value afterwards; the copy_ then has nothing to do.
+  bool elide_writeback = true;
 };
 
 class Executable {
@@ -192,6 +197,65 @@ class Executable {
   std::vector<BufferReq> buffers_;
 };
 
+namespace detail {
+/// For each value, the parameter whose storage it may be written into (or -1): the single
+/// output V of an elementwise or plain fused node N such that
+///  * a copy_ node writes V, unbroadcast, into parameter P, and it is the only write into P;
+///  * V is not a graph output, and P is contiguous with V's shape and dtype;
+///  * N reads P, if at all, directly (index-aligned: each element is read before it is
+///    written), never through a view;
+///  * no node after N other than that copy_ reads P's old value (P or a view of it).
+inline std::vector<ValueId> writeback_targets(const graph::Graph& G, const std::vector<bool>& is_output) {
+  const auto& nodes = G.nodes();
+  const std::size_t nv = G.values().size();
+  std::vector<ValueId> target(nv, -1);
+  if (G.params().empty()) return target;
+  // old_of[v]: the parameter whose pre-write contents v shows; writes[p]: copy_s into p.
+  std::vector<ValueId> old_of(nv, -1), any_of(nv, -1);
+  std::vector<int> writes(nv, 0);
+  for (ValueId p : G.params()) old_of[static_cast<std::size_t>(p)] = any_of[static_cast<std::size_t>(p)] = p;
+  for (const graph::Node& n : nodes) {
+    if (!n.op->is_view() || n.inputs.empty()) continue;
+    const auto src = static_cast<std::size_t>(n.inputs[0]);
+    const bool write = graph::detail::has_side_effect(n);
+    if (write && any_of[src] >= 0) writes[static_cast<std::size_t>(any_of[src])]++;
+    for (ValueId o : n.outputs) {
+      any_of[static_cast<std::size_t>(o)] = any_of[src];
+      old_of[static_cast<std::size_t>(o)] = write ? -1 : old_of[src];
+    }
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const graph::Node& n = nodes[i];
+    const bool plain_fused = n.fused && !n.fused->producer && n.fused->reduce == graph::FusedProgram::Reduce::none;
+    if (n.outputs.size() != 1 || n.op->is_view() || !(plain_fused || ops::is_elementwise(n.op->category))) continue;
+    const ValueId v = n.outputs[0];
+    if (is_output[static_cast<std::size_t>(v)]) continue;
+    std::size_t copy_at = 0;
+    int copies = 0;
+    for (std::size_t j = i + 1; j < nodes.size(); ++j)
+      if (nodes[j].op == &ops::copy__op && nodes[j].inputs.size() == 2 && nodes[j].inputs[1] == v) {
+        ++copies;
+        copy_at = j;
+      }
+    if (copies != 1) continue;
+    const ValueId p = nodes[copy_at].inputs[0];
+    const graph::Value& pv = G.value(p);
+    const auto& vm = G.value(v).meta;
+    if (pv.kind != ValueKind::param || writes[static_cast<std::size_t>(p)] != 1 || !(pv.meta == vm) ||
+        !pv.data.defined() || !pv.data.is_contiguous())
+      continue;
+    bool ok = true;
+    for (ValueId x : n.inputs) ok = ok && (old_of[static_cast<std::size_t>(x)] != p || x == p);
+    for (std::size_t j = i + 1; j < nodes.size() && ok; ++j) {
+      if (j == copy_at) continue;
+      for (ValueId x : nodes[j].inputs) ok = ok && old_of[static_cast<std::size_t>(x)] != p;
+    }
+    if (ok) target[static_cast<std::size_t>(v)] = p;
+  }
+  return target;
+}
+}  // namespace detail
+
 /// Optimizes `g` (unless disabled), plans its memory and returns a replayable executable.
 inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   Executable ex;
@@ -208,8 +272,12 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   std::vector<bool> is_output(nv, false);
   for (ValueId v : G.outputs()) is_output[static_cast<std::size_t>(v)] = true;
 
+  const std::vector<ValueId> writes_param = opt.elide_writeback ? detail::writeback_targets(G, is_output)
+                                                                 : std::vector<ValueId>(nv, -1);
+
   // Classify values: root buffer id for arena values; views alias their input's root.
-  enum class Home { none, input, fixed, fresh, arena, runtime_view };
+  // param_alias: the value is written into the storage of parameter writes_param[v].
+  enum class Home { none, input, fixed, fresh, arena, runtime_view, param_alias };
   std::vector<Home> home(nv, Home::none);
   std::vector<int> buffer_of(nv, -1);
   for (std::size_t v = 0; v < nv; ++v) {
@@ -238,6 +306,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
         continue;
       }
       if (is_output[v]) { home[v] = Home::fresh; continue; }
+      if (writes_param[v] >= 0) { home[v] = Home::param_alias; continue; }
       home[v] = Home::arena;
       const auto& meta = G.value(n.outputs[k]).meta;
       std::size_t bytes = static_cast<std::size_t>(numel(meta.shape)) * dtype_size(meta.dtype);
@@ -329,6 +398,9 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
                                                  static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype));
       } else if (home[v] == Home::fresh) {
         ex.fresh_.push_back(n.outputs[k]);
+      } else if (home[v] == Home::param_alias) {
+        // The parameter's own handle: a storage swapped in between runs is followed too.
+        ex.bind(n.outputs[k], ex.current_[static_cast<std::size_t>(writes_param[v])]);
       }
     }
   }

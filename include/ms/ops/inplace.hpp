@@ -49,6 +49,8 @@ inline AnyTensor copy_view(const AnyTensor& dst, const Attrs&) {
            "copy_: the destination {} with strides {} is a broadcast view (several elements share one memory "
            "location); write into a contiguous tensor instead",
            shape_str(dst.shape()), shape_str(dst.strides()));
+  // Copying a tensor onto itself (a compiled graph that already wrote the result into dst).
+  if (src.raw_data() == dst.raw_data() && src.shape() == dst.shape() && src.strides() == dst.strides()) return dst;
   const int r = dst.dim(), lead = r - src.dim();
   AnyTensor from = src;
   if (src.shares_storage(dst) && dst.numel() > 0) {
