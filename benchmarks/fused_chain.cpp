@@ -204,23 +204,20 @@ void sanity_check() {
   const ms::AnyTensor in[1] = {as_tensor(x)};
   ms::AnyTensor y = exe.run(in)[0];
   const float* p = static_cast<const float*>(y.raw_data());
-  double worst = 0;
   using B = xsimd::batch<float>;
-  for (std::int64_t i = 0; i + static_cast<std::int64_t>(B::size) <= n; i += B::size) {
-    alignas(64) float ref[B::size];
-    formula_simd(B::load_unaligned(x.data() + i)).store_aligned(ref);
-    for (std::size_t k = 0; k < B::size; ++k)
-      worst = std::max(worst, static_cast<double>(std::abs(ref[k] - p[i + static_cast<std::int64_t>(k)])));
-  }
-  std::printf("fused_chain: max |ours - hand-fused xsimd| = %g\n", worst);
-  double worst_same = 0;
-  for (std::int64_t i = 0; i + static_cast<std::int64_t>(B::size) <= n; i += B::size) {
-    alignas(64) float ref[B::size];
-    formula_same_math(B::load_unaligned(x.data() + i)).store_aligned(ref);
-    for (std::size_t k = 0; k < B::size; ++k)
-      worst_same = std::max(worst_same, static_cast<double>(std::abs(ref[k] - p[i + static_cast<std::int64_t>(k)])));
-  }
-  std::printf("fused_chain: max |ours - hand-fused same math| = %g\n", worst_same);
+  auto max_diff = [&](auto formula) {
+    double worst = 0;
+    for (std::int64_t i = 0; i + static_cast<std::int64_t>(B::size) <= n; i += B::size) {
+      alignas(64) float ref[B::size];
+      formula(B::load_unaligned(x.data() + i)).store_aligned(ref);
+      for (std::size_t k = 0; k < B::size; ++k)
+        worst = std::max(worst, static_cast<double>(std::abs(ref[k] - p[i + static_cast<std::int64_t>(k)])));
+    }
+    return worst;
+  };
+  std::printf("fused_chain: max |ours - hand-fused xsimd| = %g\n", max_diff([](B v) { return formula_simd(v); }));
+  std::printf("fused_chain: max |ours - hand-fused same math| = %g\n",
+              max_diff([](B v) { return formula_same_math(v); }));
 }
 
 void print_plans() {

@@ -3,17 +3,17 @@
 # Idempotent: when everything is installed already it changes nothing.
 #
 #   bash scripts/setup.sh           # build, tests, examples, tools
-#   bash scripts/setup.sh --bench   # also LibTorch and OpenBLAS for the benchmark peers
+#   bash scripts/setup.sh --bench   # also LibTorch, the benchmarks' peer
 #   bash scripts/setup.sh --fuzz    # also clang and its libFuzzer runtime (scripts/fuzz.sh)
 set -euo pipefail
 
 packages=(cmake g++ make libeigen3-dev libxsimd-dev libfmt-dev catch2
           nlohmann-json3-dev libbenchmark-dev zlib1g-dev
-          dataset-fashion-mnist python3-numpy graphviz)
+          dataset-fashion-mnist python3-numpy graphviz libopenblas-openmp-dev)
 
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(libtorch-dev libopenblas0-openmp) ;;
+    --bench) packages+=(libtorch-dev) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
     -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;

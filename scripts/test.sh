@@ -50,10 +50,10 @@ elif [ "$sanitize" -eq 2 ]; then
   # [ascend]), and the graph tests. OpenMP is off: libgomp is not instrumented, so
   # TSan cannot see its barriers and reports every parallel loop as a race; the
   # parallel_for split itself is covered by the ASan run and by the thread-count
-  # tests. Not part of .ci/run (the build takes about 10 minutes on 2 cores).
+  # tests. OpenBLAS is off too (its threads are libgomp's). Not part of .ci/run (the build takes about 10 minutes on 2 cores).
   # Runs the test binary on the Catch tags in TSAN_TESTS (default "[ascend],[graph]").
   cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DMS_TESTS_OPT=-O1
-              -DMS_TEST_KERNELS_OPT=-O1 -DMS_SANITIZE=thread -DMS_USE_OPENMP=OFF
+              -DMS_TEST_KERNELS_OPT=-O1 -DMS_SANITIZE=thread -DMS_USE_OPENMP=OFF -DMS_USE_BLAS=OFF
               -DMS_BUILD_TESTS=ON -DMS_BUILD_EXAMPLES=OFF
               -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF)
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
