@@ -25,7 +25,6 @@
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"
 #include "factory.hpp"
-#include "linalg.hpp"
 #include "views.hpp"
 
 namespace ms::ops {
@@ -408,8 +407,9 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
     const std::int64_t ld = nb * P;
     for (std::int64_t g = 0; g < q.G; ++g) {
       for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g * Cg) * q.H * q.W, q, col + i * P, ld);
-      // buf (Og x ld) = w_g (Og x K) @ col (K x ld), all row-major.
-      detail::gemm(wp + g * Og * K, MatRef{Og, K, false, K}, col, MatRef{K, ld, false, ld}, buf, false);
+      MatMap<T> Y(buf, Og, ld);
+      if (K == 0) Y.setZero();
+      else Y.noalias() = CMatMap<T>(wp + g * Og * K, Og, K) * CMatMap<T>(col, K, ld);
       for (std::int64_t i = 0; i < nb; ++i)
         for (std::int64_t o = 0; o < Og; ++o) {
           const T* src = buf + o * ld + i * P;
@@ -439,8 +439,9 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
     std::fill(xp + n0 * q.C * q.H * q.W, xp + (n0 + nb) * q.C * q.H * q.W, T(0));
     for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
       gather_conv_grad(gp, q, n0, nb, g0, buf);
-      // col (K x ld) = w_g^T (K x Og: w_g read column-major) @ buf (Og x ld).
-      detail::gemm(wp + g0 * Og * K, MatRef{K, Og, true, K}, buf, MatRef{Og, ld, false, ld}, col, false);
+      MatMap<T> D(col, K, ld);
+      if (Og == 0) D.setZero();
+      else D.noalias() = CMatMap<T>(wp + g0 * Og * K, Og, K).transpose() * CMatMap<T>(buf, Og, ld);
       for (std::int64_t i = 0; i < nb; ++i) col2im_add(col + i * P, q, xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
     }
   });
@@ -474,9 +475,8 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
         for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
           for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.data() + i * P, ld);
           gather_conv_grad(gp, q, n0, nb, g0, buf.data());
-          // acc (Og x K) += buf (Og x ld) @ col^T (ld x K: col read column-major).
-          detail::gemm(buf.data(), MatRef{Og, ld, false, ld}, col.data(), MatRef{ld, K, true, ld},
-                       acc + g0 * Og * K, true);
+          MatMap<T>(acc + g0 * Og * K, Og, K).noalias() +=
+              CMatMap<T>(buf.data(), Og, ld) * CMatMap<T>(col.data(), K, ld).transpose();
         }
       }
     }
