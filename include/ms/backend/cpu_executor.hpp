@@ -226,7 +226,7 @@ inline std::vector<ValueId> writeback_targets(const graph::Graph& G, const std::
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const graph::Node& n = nodes[i];
-    const bool plain_fused = n.fused && !n.fused->producer && n.fused->reduce == graph::FusedProgram::Reduce::none;
+    const bool plain_fused = n.fused && n.fused->plain();
     if (n.outputs.size() != 1 || n.op->is_view() || !(plain_fused || ops::is_elementwise(n.op->category))) continue;
     const ValueId v = n.outputs[0];
     if (is_output[static_cast<std::size_t>(v)]) continue;
@@ -313,7 +313,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
       // In place: an elementwise op may write over an input buffer whose last reader it is.
       int reuse = -1;
       // (Not a GEMM epilogue: the GEMM reads its inputs while it writes the output.)
-      const bool plain_fused = n.fused && !n.fused->producer && n.fused->reduce == graph::FusedProgram::Reduce::none;
+      const bool plain_fused = n.fused && n.fused->plain();
       if (opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || plain_fused)) {
         for (ValueId in : n.inputs) {
           int b = buffer_of[static_cast<std::size_t>(in)];

@@ -23,7 +23,6 @@ struct FusedInstr {
   /// The op's parameters, then (for a unary op with folded scalar steps, where fn is its
   /// affine kernel) the (m, a) pairs of the steps; see ops::kAffineSteps.
   double params[ops::kMaxElementwiseParams + ops::kAffineParams] = {};
-  int pre_steps = 0, post_steps = 0;  ///< scalar steps folded into this instruction
 };
 
 /// The compiled body of a fused node: an elementwise program, optionally preceded by a
@@ -54,6 +53,10 @@ struct FusedProgram {
   Reduce reduce = Reduce::none;
   Shape eval_shape;
   std::int64_t reduce_inner = 1;
+
+  /// An elementwise program alone (no GEMM producer, no reduction): it reads each input
+  /// element at the output element's index, so it may write over an input it reads.
+  bool plain() const { return !producer && reduce == Reduce::none; }
 
   /// Evaluates the node: `in` are its inputs, `out` its (contiguous) output buffer.
   void run(std::span<const AnyTensor> in, const AnyTensor& out) const {
@@ -308,8 +311,8 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
     double m = 1, a = -0.0;
   };
   std::vector<Step> step(n);
-  std::vector<bool> affine(n, false), single_use(n, false), removed(n, false);
-  std::vector<ops::BlockFn> affine_fn(n, nullptr);
+  std::vector<bool> single_use(n, false), removed(n, false);
+  std::vector<ops::BlockFn> affine_fn(n, nullptr);  // set for unary ops that can take steps
   for (std::size_t k = 0; k < n; ++k) {
     const Node& m = nodes[members[k]];
     single_use[k] = g.value(m.outputs[0]).uses == 1;
@@ -317,7 +320,6 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
     if (d != DType::f32 && d != DType::f64) continue;
     if (ins[k].nin == 1 && ins[k].fn == m.op->elementwise.block[static_cast<int>(d)]) {
       affine_fn[k] = m.op->elementwise.affine[static_cast<int>(d)];
-      affine[k] = affine_fn[k] != nullptr;
       continue;
     }
     const std::string_view name = m.op->name;
@@ -345,7 +347,7 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
     return false;
   };
   for (std::size_t j = 0; j < n; ++j) {
-    if (!affine[j]) continue;
+    if (!affine_fn[j]) continue;
     FusedInstr& J = ins[j];
     // Steps before: J reads a temp made by a step instruction I that nothing else reads.
     std::vector<std::pair<double, double>> pre, post;
@@ -379,8 +381,6 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
     }
     if (pre.empty() && post.empty()) continue;
     J.fn = affine_fn[j];
-    J.pre_steps = static_cast<int>(pre.size());
-    J.post_steps = static_cast<int>(post.size());
     double* p = J.params + ops::kMaxElementwiseParams;
     for (int s = 0; s < 2 * ops::kAffineSteps; ++s) { p[2 * s] = 1; p[2 * s + 1] = -0.0; }
     for (std::size_t s = 0; s < pre.size(); ++s) { p[2 * s] = pre[s].first; p[2 * s + 1] = pre[s].second; }
@@ -552,7 +552,7 @@ inline int fuse_epilogues(Graph& g) {
   auto plain_program = [&](std::size_t i, std::vector<ValueId>& ext) -> std::shared_ptr<FusedProgram> {
     const Node& n = nodes[i];
     if (n.fused) {
-      if (n.fused->producer || n.fused->reduce != FusedProgram::Reduce::none) return nullptr;
+      if (!n.fused->plain()) return nullptr;
       ext = n.inputs;
       return std::make_shared<FusedProgram>(*n.fused);
     }

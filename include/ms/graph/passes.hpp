@@ -151,9 +151,7 @@ inline int simplify(Graph& g) {
       return true;
     };
     if (op == "mul" || op == "add" || op == "sub" || op == "div") {
-      const bool is_float = g.value(out).meta.dtype == DType::f32 || g.value(out).meta.dtype == DType::f64 ||
-                            g.value(out).meta.dtype == DType::f16 || g.value(out).meta.dtype == DType::bf16;
-      double ident = (op == "mul" || op == "div") ? 1.0 : (op == "add" && is_float) ? -0.0 : 0.0;
+      double ident = (op == "mul" || op == "div") ? 1.0 : (op == "add" && is_floating(om.dtype)) ? -0.0 : 0.0;
       if (detail::const_all_equal(g, n.inputs[1], ident) && forward(n.inputs[0])) continue;
       if ((op == "mul" || op == "add") && detail::const_all_equal(g, n.inputs[0], ident) && forward(n.inputs[1])) continue;
     } else if (op == "cast") {

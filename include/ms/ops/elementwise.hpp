@@ -274,44 +274,27 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
   }
 }
 
-/// The block kernel of unary functor F with scalar steps folded around it (kAffineSteps
-/// (m, a) pairs before and after f, read from params[kMaxElementwiseParams ...]).
-template <class F, class T>
-void affine_block_kernel(const void* const* in, const std::int64_t* st, void* outp, std::int64_t n,
-                         const double* params) {
-  static_assert(simd_type_v<T>);
-  F f(params);
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = B::size;
-  constexpr int S = 2 * kAffineSteps;
-  B m[S], c[S];
-  for (int k = 0; k < S; ++k) {
-    m[k] = B(static_cast<T>(params[kMaxElementwiseParams + 2 * k]));
-    c[k] = B(static_cast<T>(params[kMaxElementwiseParams + 2 * k + 1]));
+/// Unary functor F with scalar steps folded around it: kAffineSteps (m, a) pairs applied
+/// before f and kAffineSteps after, read from params[kMaxElementwiseParams ...]. Its
+/// block_kernel is the op's affine kernel (same broadcast and tail handling as the plain one).
+template <class F>
+struct Affine {
+  F f;
+  double m[2 * kAffineSteps], a[2 * kAffineSteps];
+  explicit Affine(const double* params) : f(params) {
+    for (int k = 0; k < 2 * kAffineSteps; ++k) {
+      m[k] = params[kMaxElementwiseParams + 2 * k];
+      a[k] = params[kMaxElementwiseParams + 2 * k + 1];
+    }
   }
-  auto g = [&](B v) {
-    for (int k = 0; k < kAffineSteps; ++k) v = v * m[k] + c[k];
+  template <class V>
+  V operator()(V v) const {
+    for (int k = 0; k < kAffineSteps; ++k) v = v * simd::c<V>(m[k]) + simd::c<V>(a[k]);
     v = f(v);
-    for (int k = kAffineSteps; k < S; ++k) v = v * m[k] + c[k];
+    for (int k = kAffineSteps; k < 2 * kAffineSteps; ++k) v = v * simd::c<V>(m[k]) + simd::c<V>(a[k]);
     return v;
-  };
-  const T* a = static_cast<const T*>(in[0]);
-  T* out = static_cast<T*>(outp);
-  if (st[0] == 0) {
-    const T v = g(B(a[0])).get(0);
-    for (std::int64_t i = 0; i < n; ++i) out[i] = v;
-    return;
   }
-  std::int64_t i = 0;
-  for (; i + W <= n; i += W) g(B::load_unaligned(a + i)).store_unaligned(out + i);
-  if (i < n) {  // the tail through the same batch formula, as in block_kernel
-    alignas(64) T ta[W], to[W];
-    const std::int64_t r = n - i;
-    for (std::int64_t j = 0; j < W; ++j) ta[j] = a[i + (j < r ? j : r - 1)];
-    g(B::load_aligned(ta)).store_aligned(to);
-    for (std::int64_t j = 0; j < r; ++j) out[i + j] = to[j];
-  }
-}
+};
 
 /// where(cond, a, b): input 0 is bool, inputs 1 and 2 are T.
 template <class T>
@@ -557,8 +540,10 @@ OpDef make_elementwise_op(ElementwiseSpec s) {
   d.elementwise.flops_per_element = s.flops;
   detail::fill_block_table<F, Arity, Compare, Types>(d.elementwise.block);
   if constexpr (Arity == 1 && !Compare) {
-    if constexpr (Types.contains(DType::f32)) d.elementwise.affine[static_cast<int>(DType::f32)] = &detail::affine_block_kernel<F, float>;
-    if constexpr (Types.contains(DType::f64)) d.elementwise.affine[static_cast<int>(DType::f64)] = &detail::affine_block_kernel<F, double>;
+    if constexpr (Types.contains(DType::f32))
+      d.elementwise.affine[static_cast<int>(DType::f32)] = &detail::block_kernel<detail::Affine<F>, float, float, 1>;
+    if constexpr (Types.contains(DType::f64))
+      d.elementwise.affine[static_cast<int>(DType::f64)] = &detail::block_kernel<detail::Affine<F>, double, double, 1>;
   }
   return d;
 }
