@@ -313,9 +313,9 @@ TEST_CASE("passes: fusion turns tanh(x*0.5+0.1)*1.5 - x/(1+exp(x)) into one fuse
   CHECK(og.dot().find(label) != std::string::npos);
   CHECK(exe.pass_report().get("fuse") == 1);
   CHECK(n.inputs.size() == 5);  // x and the four scalars
-  // The scalar steps fold into the unary ops: tanh(x*0.5+0.1)*1.5 and 1+exp(x) are one
-  // pass each, then div and sub.
-  CHECK(n.fused->instrs.size() == 4);
+  // The steps fold into the unary ops: tanh(x*0.5+0.1)*1.5 is one pass, and
+  // t - x/(1+exp(x)) the other (a scalar step, then two binary steps with x and t).
+  CHECK(n.fused->instrs.size() == 2);
   // Fusion reorders no arithmetic: the replay is bit-identical to eager.
   Tensor<float> x2 = random_floats({1000}, 25);
   CHECK(same_bits(exe.run({x2})[0], fn(x2)[0]));
@@ -339,16 +339,32 @@ TEST_CASE("passes: scalar steps folded into a fused unary op give eager's bits",
   const std::vector<Case> cases = {
       {"sub, then c * x", 1, [](const AnyTensor& x) { return ops::mul(2.0, ops::exp(ops::sub(x, 0.25))); }},
       {"c + x on both sides", 1, [](const AnyTensor& x) { return ops::add(-0.0, ops::sin(ops::add(0.0, x))); }},
-      // Only two steps fold on each side; the rest stay instructions.
-      {"three steps before", 2, [](const AnyTensor& x) { return ops::tanh(ops::add(ops::mul(ops::add(x, 1.0), 3.0), -2.0)); }},
-      {"three steps after", 2, [](const AnyTensor& x) { return ops::sub(ops::mul(ops::add(ops::relu(x), 1.0), 3.0), 0.5); }},
-      // c - x is not a step (its sign of a NaN would differ); neither is x / c.
-      {"c - x and x / c", 3, [](const AnyTensor& x) { return ops::sub(1.0, ops::div(ops::exp(x), 3.0)); }},
-      // The intermediate x*2 has a second reader: it stays.
-      {"shared intermediate", 3, [](const AnyTensor& x) { AnyTensor t = ops::mul(x, 2.0); return ops::add(ops::tanh(t), t); }},
+      // A multiplication followed by an addition is one step: three fit in two.
+      {"three steps before", 1, [](const AnyTensor& x) { return ops::tanh(ops::add(ops::mul(ops::add(x, 1.0), 3.0), -2.0)); }},
+      {"three steps after", 1, [](const AnyTensor& x) { return ops::sub(ops::mul(ops::add(ops::relu(x), 1.0), 3.0), 0.5); }},
+      // Two additions do not merge: the third step stays an instruction.
+      {"three additions before", 2, [](const AnyTensor& x) { return ops::exp(ops::add(ops::add(ops::add(x, 1.0), 2.0), 3.0)); }},
+      // c - x and x / c are not scalar steps (the sign of a NaN would differ) but binary
+      // steps with a broadcast operand, in their own operand order.
+      {"c - x and x / c", 1, [](const AnyTensor& x) { return ops::sub(1.0, ops::div(ops::exp(x), 3.0)); }},
+      // The intermediate x*2 has a second reader: it stays, and tanh(t) + t is one pass.
+      {"shared intermediate", 2, [](const AnyTensor& x) { AnyTensor t = ops::mul(x, 2.0); return ops::add(ops::tanh(t), t); }},
+      // Binary steps with tensors on either side: x / (exp(x) + 1), then s - that, where s
+      // was made before exp. The third, * x, stays an instruction.
+      {"binary steps with tensors", 3, [](const AnyTensor& x) {
+         AnyTensor s = ops::sin(x);
+         AnyTensor e = ops::add(ops::exp(x), 1.0);
+         return ops::mul(ops::sub(s, ops::div(x, e)), x);
+       }},
+      // t - s joins sin's pass (t is ready then), not tanh's (s is made after tanh).
+      {"operand not ready", 2, [](const AnyTensor& x) {
+         AnyTensor t = ops::tanh(x);
+         AnyTensor s = ops::sin(x);
+         return ops::sub(t, s);
+       }},
       // sin(x) may take exp(x)'s buffer once x*2... reads it: folding x*2 into tanh must not
       // read the buffer after sin overwrote it.
-      {"operand overwritten in between", 4, [](const AnyTensor& x) {
+      {"operand overwritten in between", 3, [](const AnyTensor& x) {
          AnyTensor a = ops::exp(x);
          AnyTensor b = ops::mul(a, 2.0);
          AnyTensor c = ops::sin(x);
@@ -375,7 +391,8 @@ TEST_CASE("passes: scalar steps folded into a fused unary op give eager's bits",
 
 TEST_CASE("passes: random chains with scalar steps replay bit-identically after folding", "[graph][fusion]") {
   // Random programs over x: unary ops, scalar steps on either side, binary ops of earlier
-  // values, in an order that makes the fused program reuse its temporaries.
+  // values (binary steps when the other value is ready), in an order that makes the fused
+  // program reuse its temporaries.
   std::mt19937 rng(2024);
   std::size_t folded = 0;
   for (int trial = 0; trial < 60; ++trial) {
@@ -392,9 +409,9 @@ TEST_CASE("passes: random chains with scalar steps replay bit-identically after 
         const std::size_t ib = r[2] % vals.size();
         const AnyTensor a = vals[ia], b = vals[ib];
         used[ia] = true;
-        if (r[0] % 8 == 7) used[ib] = true;
+        if (r[0] % 10 >= 7) used[ib] = true;
         const double c = 0.25 * static_cast<double>(static_cast<int>(r[2] % 9) - 4);
-        switch (r[0] % 8) {
+        switch (r[0] % 10) {
           case 0: vals.push_back(ops::tanh(a)); break;
           case 1: vals.push_back(ops::sin(a)); break;
           case 2: vals.push_back(ops::relu(a)); break;
@@ -402,7 +419,9 @@ TEST_CASE("passes: random chains with scalar steps replay bit-identically after 
           case 4: vals.push_back(ops::add(c, a)); break;
           case 5: vals.push_back(ops::sub(a, c)); break;
           case 6: vals.push_back(ops::mul(c, a)); break;
-          default: vals.push_back(ops::add(a, b)); break;
+          case 7: vals.push_back(ops::add(a, b)); break;
+          case 8: vals.push_back(ops::sub(b, a)); break;
+          default: vals.push_back(ops::div(a, ops::add(ops::abs(b), 1.0))); break;
         }
         used.push_back(false);
       }

@@ -177,6 +177,23 @@ inline V select(const M& cond, const V& a, const V& b) {
   if constexpr (is_batch_v<V>) return xsimd::select(cond, a, b);
   else return cond ? a : b;
 }
+/// Keeps v as computed (rounded) so that the compiler cannot contract it into a following
+/// addition (an FMA rounds once, the separate ops twice). Emits no instruction.
+template <class V>
+inline void no_contract(V& v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  if constexpr (is_batch_v<V>) asm("" : "+x"(v.data));
+  else if constexpr (std::is_floating_point_v<V>) asm("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  if constexpr (is_batch_v<V>) asm("" : "+w"(v.data));
+  else if constexpr (std::is_floating_point_v<V>) asm("" : "+w"(v));
+#elif defined(__GNUC__)
+  asm("" : "+m"(v));
+#else
+  volatile V keep = v;
+  v = keep;
+#endif
+}
 /// max/min that return `b` when either is NaN (the x86 maxps rule; put the value to propagate second).
 template <class V>
 inline V max(const V& a, const V& b) {
@@ -274,27 +291,138 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
   }
 }
 
-/// Unary functor F with scalar steps folded around it: kAffineSteps (m, a) pairs applied
-/// before f and kAffineSteps after, read from params[kMaxElementwiseParams ...]. Its
-/// block_kernel is the op's affine kernel (same broadcast and tail handling as the plain one).
-template <class F>
+/// Unary functor F with scalar steps folded around it, for one type T: Pre (m, a) steps
+/// applied before f and Post after, read from params[kMaxElementwiseParams ...] (see
+/// kAffineSteps) and broadcast once.
+template <class F, class T, int Pre, int Post>
 struct Affine {
+  static_assert(Pre <= kAffineSteps && Post <= kAffineSteps);
+  using B = xsimd::batch<T>;
   F f;
-  double m[2 * kAffineSteps], a[2 * kAffineSteps];
+  B m[Pre + Post + 1], a[Pre + Post + 1];
   explicit Affine(const double* params) : f(params) {
-    for (int k = 0; k < 2 * kAffineSteps; ++k) {
-      m[k] = params[kMaxElementwiseParams + 2 * k];
-      a[k] = params[kMaxElementwiseParams + 2 * k + 1];
+    const double* p = params + kMaxElementwiseParams;
+    for (int k = 0; k < Pre; ++k) { m[k] = B(static_cast<T>(p[2 * k])); a[k] = B(static_cast<T>(p[2 * k + 1])); }
+    for (int k = 0; k < Post; ++k) {
+      m[Pre + k] = B(static_cast<T>(p[2 * (kAffineSteps + k)]));
+      a[Pre + k] = B(static_cast<T>(p[2 * (kAffineSteps + k) + 1]));
     }
   }
-  template <class V>
-  V operator()(V v) const {
-    for (int k = 0; k < kAffineSteps; ++k) v = v * simd::c<V>(m[k]) + simd::c<V>(a[k]);
+  static B step(B v, const B& m, const B& a) {
+    B p = v * m;
+    simd::no_contract(p);
+    return p + a;
+  }
+  B operator()(B v) const {
+    for (int k = 0; k < Pre; ++k) v = step(v, m[k], a[k]);
     v = f(v);
-    for (int k = kAffineSteps; k < 2 * kAffineSteps; ++k) v = v * simd::c<V>(m[k]) + simd::c<V>(a[k]);
+    simd::no_contract(v);  // f's last product must not fuse with a following step's addition
+    for (int k = Pre; k < Pre + Post; ++k) v = step(v, m[k], a[k]);
     return v;
   }
 };
+
+/// v op z (or z op v) for a binary step code (see kAffineBinary), as the eager op computes it.
+template <class V>
+inline V affine_binary(int code, V v, V z) {
+  switch (code) {
+    case 1: return simd::add(v, z);
+    case 2: return simd::add(z, v);
+    case 3: return simd::sub(v, z);
+    case 4: return simd::sub(z, v);
+    case 5: v = simd::mul(v, z); break;
+    case 6: v = simd::mul(z, v); break;
+    case 7: return v / z;
+    case 8: return z / v;
+    default: return v;
+  }
+  simd::no_contract(v);  // a product stays rounded before a following step's addition
+  return v;
+}
+
+/// out[i] = binary steps (f(a[i]), z[0][i], z[1][i]...) over [0, n), n a multiple of the
+/// batch size, all operands contiguous. A function of its own per NB, so that the loop has
+/// no branch but the steps' (predictable) switch.
+template <int NB, class A, class T>
+[[gnu::noinline]] void affine_loop(const A& f, const T* a, const T* const* z, const int* code, T* out, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  // Codes and operands in locals: read through the pointers they would be loaded again
+  // on every batch (the stores to out might alias them as far as the compiler knows).
+  const int c0 = NB >= 1 ? code[0] : 0, c1 = NB >= 2 ? code[1] : 0;
+  const T* z0 = NB >= 1 ? z[0] : nullptr;
+  const T* z1 = NB >= 2 ? z[1] : nullptr;
+  for (std::int64_t i = 0; i < n; i += static_cast<std::int64_t>(B::size)) {
+    B v = f(B::load_unaligned(a + i));
+    if constexpr (NB >= 1) v = affine_binary(c0, v, B::load_unaligned(z0 + i));
+    if constexpr (NB >= 2) v = affine_binary(c1, v, B::load_unaligned(z1 + i));
+    v.store_unaligned(out + i);
+  }
+}
+
+/// The affine kernel of unary functor F: Pre scalar steps, f, Post scalar steps, then the
+/// binary steps with inputs 1.. (see kAffineBinary). Broadcast operands are expanded into
+/// local buffers, and the tail is evaluated on padded copies by the same loop, so every
+/// element goes through the same batch formula (as in block_kernel).
+template <class F, class T, int Pre, int Post>
+void affine_kernel(const void* const* in, const std::int64_t* st, void* outp, std::int64_t n, const double* params) {
+  static_assert(kAffineBinary == 2);
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = B::size, kChunk = 256;
+  const Affine<F, T, Pre, Post> f(params);
+  int code[kAffineBinary] = {};
+  const T* z[kAffineBinary] = {};
+  bool zs[kAffineBinary] = {};
+  int nb = 0;
+  for (; nb < kAffineBinary; ++nb) {
+    code[nb] = static_cast<int>(params[kMaxElementwiseParams + 4 * kAffineSteps + nb]);
+    if (code[nb] == 0) break;
+    z[nb] = static_cast<const T*>(in[1 + nb]);
+    zs[nb] = st[1 + nb] == 0;
+  }
+  const T* a = static_cast<const T*>(in[0]);
+  const bool sa = st[0] == 0;
+  T* out = static_cast<T*>(outp);
+  auto run = [&](const T* ap, const T* const* zp, T* op, std::int64_t len) {
+    if (nb == 0) affine_loop<0>(f, ap, zp, code, op, len);
+    else if (nb == 1) affine_loop<1>(f, ap, zp, code, op, len);
+    else affine_loop<2>(f, ap, zp, code, op, len);
+  };
+  const std::int64_t whole = n / W * W;
+  if (!sa && !zs[0] && !zs[1]) {
+    run(a, z, out, whole);
+  } else if (whole > 0) {
+    alignas(64) T ba[kChunk], bz[kAffineBinary][kChunk];
+    if (sa) std::fill_n(ba, kChunk, a[0]);
+    for (int k = 0; k < nb; ++k)
+      if (zs[k]) std::fill_n(bz[k], kChunk, z[k][0]);
+    for (std::int64_t c = 0; c < whole; c += kChunk) {
+      const T* zp[kAffineBinary] = {};
+      for (int k = 0; k < nb; ++k) zp[k] = zs[k] ? bz[k] : z[k] + c;
+      run(sa ? ba : a + c, zp, out + c, std::min(kChunk, whole - c));
+    }
+  }
+  if (whole < n) {
+    alignas(64) T ta[W], tz[kAffineBinary][W], to[W];
+    const T* tzp[kAffineBinary] = {tz[0], tz[1]};
+    const std::int64_t r = n - whole;
+    for (std::int64_t j = 0; j < W; ++j) {
+      const std::int64_t k = whole + (j < r ? j : r - 1);  // pad with the last valid element
+      ta[j] = a[sa ? 0 : k];
+      for (int s = 0; s < nb; ++s) tz[s][j] = z[s][zs[s] ? 0 : k];
+    }
+    run(ta, tzp, to, W);
+    for (std::int64_t j = 0; j < r; ++j) out[whole + j] = to[j];
+  }
+}
+
+/// Fills table[v] with F's affine kernel of shape kAffineShape[v] for type T.
+template <class F, class T, int V = 0>
+void fill_affine_table(BlockFn* table) {
+  if constexpr (V < kAffineVariants) {
+    table[V] = &affine_kernel<F, T, kAffineShape[V][0], kAffineShape[V][1]>;
+    fill_affine_table<F, T, V + 1>(table);
+  }
+}
 
 /// where(cond, a, b): input 0 is bool, inputs 1 and 2 are T.
 template <class T>
@@ -336,6 +464,7 @@ inline void gather(const char* src, std::int64_t stride, std::size_t esize, std:
 }  // namespace detail
 
 inline constexpr int kMaxArity = 3;
+static_assert(1 + kAffineBinary <= kMaxArity, "an affine kernel's binary steps are its inputs 1..");
 
 /// Runs a block kernel over tensors with NumPy broadcasting and arbitrary strides.
 /// `out` must be contiguous with the broadcast shape. Rows whose inputs are strided
@@ -541,9 +670,9 @@ OpDef make_elementwise_op(ElementwiseSpec s) {
   detail::fill_block_table<F, Arity, Compare, Types>(d.elementwise.block);
   if constexpr (Arity == 1 && !Compare) {
     if constexpr (Types.contains(DType::f32))
-      d.elementwise.affine[static_cast<int>(DType::f32)] = &detail::block_kernel<detail::Affine<F>, float, float, 1>;
+      detail::fill_affine_table<F, float>(d.elementwise.affine[static_cast<int>(DType::f32)]);
     if constexpr (Types.contains(DType::f64))
-      d.elementwise.affine[static_cast<int>(DType::f64)] = &detail::block_kernel<detail::Affine<F>, double, double, 1>;
+      detail::fill_affine_table<F, double>(d.elementwise.affine[static_cast<int>(DType::f64)]);
   }
   return d;
 }

@@ -203,19 +203,41 @@ using BlockFn = void (*)(const void* const* in, const std::int64_t* in_strides, 
                          const double* params);
 inline constexpr int kMaxElementwiseParams = 4;
 /// Scalar steps that fusion folds around a unary block kernel, so that `tanh(x*0.5+0.1)*1.5`
-/// is one pass instead of four. Each step is `v = v * m + a`: multiplying by c is (c, -0.0),
-/// adding c is (1, c), subtracting c is (1, -c); each gives the same bits as the separate op,
-/// with or without FMA contraction (v*1 and v + -0.0 are exact). The affine kernel takes
-/// kAffineSteps (m, a) pairs applied to its input, then kAffineSteps applied to its result,
-/// from params[kMaxElementwiseParams ...]; unused steps are (1, -0.0).
+/// is one pass instead of four. Each step is `v = (v * m) + a` with two roundings, like the
+/// separate ops (the product is kept from FMA contraction, see simd::no_contract): multiplying
+/// by c is (c, -0.0), adding c is (1, c), subtracting c is (1, -c), and a multiplication
+/// followed by an addition is one step (c1, c2); v*1 and v + -0.0 are exact. The params of
+/// an affine kernel hold kAffineSteps (m, a) pairs applied to its input, then kAffineSteps
+/// applied to its result, from params[kMaxElementwiseParams ...]; unused steps are (1, -0.0).
 inline constexpr int kAffineSteps = 2;
-inline constexpr int kAffineParams = 4 * kAffineSteps;
+/// After its scalar steps an affine kernel applies up to kAffineBinary binary steps with
+/// tensors: v = v op z or z op v (op: + - * /), z being its input k + 1 (stride 0 or 1).
+/// Step k's code is params[kMaxElementwiseParams + 4 * kAffineSteps + k] (see
+/// affine_binary_code); 0 ends the list. So `tanh(x) - y * ...` costs no pass of its own.
+inline constexpr int kAffineBinary = 2;
+inline constexpr int kAffineParams = 4 * kAffineSteps + kAffineBinary;
+enum class AffineBinary : int { none = 0, add = 1, sub = 2, mul = 3, div = 4 };
+/// The code of a binary step: op, with `reversed` for z op v (the tensor operand first).
+constexpr double affine_binary_code(AffineBinary op, bool reversed) {
+  return static_cast<double>(2 * static_cast<int>(op) - (reversed ? 0 : 1));
+}
+/// Affine kernels are compiled for these (steps before, steps after) counts; a program with
+/// other counts uses the smallest variant that covers them, padded with (1, -0.0) steps.
+inline constexpr int kAffineVariants = 3;
+inline constexpr int kAffineShape[kAffineVariants][2] = {{0, 0}, {1, 1}, {kAffineSteps, kAffineSteps}};
+/// The index of the smallest variant with at least `pre` steps before and `post` after, or -1.
+constexpr int affine_variant(int pre, int post) {
+  for (int v = 0; v < kAffineVariants; ++v)
+    if (kAffineShape[v][0] >= pre && kAffineShape[v][1] >= post) return v;
+  return -1;
+}
 /// Extracts the numeric parameters of an elementwise op from its attributes.
 using ParamsFn = void (*)(const Attrs& attrs, double* params);
 
 struct ElementwiseInfo {
   BlockFn block[kNumDTypes] = {};
-  BlockFn affine[kNumDTypes] = {};  ///< unary float/double ops: the block kernel with folded scalar steps
+  /// Unary float/double ops: the block kernel with folded scalar steps, one per kAffineShape.
+  BlockFn affine[kNumDTypes][kAffineVariants] = {};
   ParamsFn params = nullptr;
   int dispatch_input = 0;     ///< which input's dtype selects the block function
   double flops_per_element = 1;
