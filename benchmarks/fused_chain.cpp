@@ -1,6 +1,7 @@
 // A fused elementwise chain: y = tanh(x*0.5 + 0.1)*1.5 - x/(1 + exp(x)) on 1M and 16M
 // floats with 1 and 2 threads. Ours: the formula written with ms ops, captured and
-// compiled (fusion makes it one kernel that evaluates 1024-element blocks in L1), then
+// compiled (fusion makes it one node that evaluates 256-element blocks in L1, in two
+// passes: tanh with its scalar steps, then exp with a scalar and two binary steps), then
 // replayed. Peers in the same run:
 //   xsimd_hand   a hand-fused loop over xsimd::batch<float> (one pass, the same formula),
 //   hand_same_math  the same loop with ms's own tanh and exp (ms::simd::tanh is Eigen's

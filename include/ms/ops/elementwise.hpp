@@ -351,8 +351,11 @@ template <int NB, class A, class T>
   const int c0 = NB >= 1 ? code[0] : 0, c1 = NB >= 2 ? code[1] : 0;
   const T* z0 = NB >= 1 ? z[0] : nullptr;
   const T* z1 = NB >= 2 ? z[1] : nullptr;
+  // A local copy of f: read through the reference, its constants were loaded again on every
+  // batch, and the loop measured up to 1.9x slower in some runs.
+  const A g = f;
   for (std::int64_t i = 0; i < n; i += static_cast<std::int64_t>(B::size)) {
-    B v = f(B::load_unaligned(a + i));
+    B v = g(B::load_unaligned(a + i));
     if constexpr (NB >= 1) v = affine_binary(c0, v, B::load_unaligned(z0 + i));
     if constexpr (NB >= 2) v = affine_binary(c1, v, B::load_unaligned(z1 + i));
     v.store_unaligned(out + i);
