@@ -360,6 +360,26 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
       if (ins[k].src[a] == t) return true;
     return false;
   };
+  // The instruction after j that reads temp t (n if none).
+  auto next_reader = [&](std::size_t j, int t) {
+    std::size_t k = j + 1;
+    while (k < n && !reads(k, t)) ++k;
+    return k;
+  };
+  // Whether J (at j) may take over K (at k), which writes d and reads o (-1: nothing else):
+  // no live instruction in between reads or writes d or overwrites o, and d is not the
+  // node's output while one runs in between.
+  auto free_between = [&](std::size_t j, std::size_t k, int d, int o) {
+    for (std::size_t q = j + 1; q < k; ++q)
+      if (!removed[q] && (d < 0 || reads(q, d) || writes(q, d) || (o >= 0 && writes(q, o)))) return false;
+    return true;
+  };
+  // J takes over K's destination; K is gone.
+  auto absorb = [&](FusedInstr& J, std::size_t j, std::size_t k) {
+    J.dst = ins[k].dst;
+    single_use[j] = single_use[k];
+    removed[k] = true;
+  };
   for (std::size_t j = 0; j < n; ++j) {
     if (!affine_fn[j]) continue;
     FusedInstr& J = ins[j];
@@ -389,46 +409,31 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
     }
     // Steps after: the only reader of J's result is the next instruction K, a step.
     while (J.dst >= 0 && single_use[j]) {
-      const int t = J.dst;
-      std::size_t k = j + 1;
-      while (k < n && !reads(k, t)) ++k;
-      if (k >= n || !step[k].ok || step[k].other != t) break;
+      const std::size_t k = next_reader(j, J.dst);
+      if (k >= n || !step[k].ok || step[k].other != J.dst) break;
       const Pair s{step[k].m, step[k].a};
       const bool merge = !post.empty() && merges(post.back(), s);
       if (!merge && static_cast<int>(post.size()) == ops::kAffineSteps) break;
-      const int d = ins[k].dst;
-      bool busy = false;  // K's destination must be free between J and K
-      for (std::size_t q = j + 1; q < k && !busy; ++q) busy = removed[q] ? false : (d < 0 || reads(q, d) || writes(q, d));
-      if (busy) break;
+      if (!free_between(j, k, ins[k].dst, -1)) break;
       if (merge) post.back().second = s.second;
       else post.push_back(s);
-      J.dst = d;
-      single_use[j] = single_use[k];
-      removed[k] = true;
+      absorb(J, j, k);
     }
     // Binary steps after: the only reader K of J's result combines it with an operand that
     // is ready when J runs (made before J, not overwritten until K).
     int nbin = 0;
     double codes[ops::kAffineBinary] = {};
     while (nbin < ops::kAffineBinary && J.dst >= 0 && single_use[j]) {
-      const int t = J.dst;
-      std::size_t k = j + 1;
-      while (k < n && !reads(k, t)) ++k;
+      const std::size_t k = next_reader(j, J.dst);
       if (k >= n || step[k].binary == ops::AffineBinary::none || ins[k].src[0] == ins[k].src[1]) break;
-      const bool reversed = ins[k].src[1] == t;  // z op v
+      const bool reversed = ins[k].src[1] == J.dst;  // z op v
       const int o = ins[k].src[reversed ? 0 : 1];
-      const int d = ins[k].dst;
-      bool busy = false;
-      for (std::size_t q = j + 1; q < k && !busy; ++q)
-        busy = !removed[q] && ((o >= 0 && writes(q, o)) || d < 0 || reads(q, d) || writes(q, d));
-      if (busy) break;
+      if (!free_between(j, k, ins[k].dst, o)) break;
       codes[nbin] = ops::affine_binary_code(step[k].binary, reversed);
       J.src[1 + nbin] = o;
       ++nbin;
       J.nin = 1 + nbin;
-      J.dst = d;
-      single_use[j] = single_use[k];
-      removed[k] = true;
+      absorb(J, j, k);
     }
     if (pre.empty() && post.empty() && nbin == 0) continue;
     for (int b = 0; b < nbin; ++b) J.params[ops::kMaxElementwiseParams + 4 * ops::kAffineSteps + b] = codes[b];

@@ -343,19 +343,19 @@ inline V affine_binary(int code, V v, V z) {
 /// out[i] = binary steps (f(a[i]), z[0][i], z[1][i]...) over [0, n), n a multiple of the
 /// batch size, all operands contiguous. A function of its own per NB, so that the loop has
 /// no branch but the steps' (predictable) switch.
+/// The functor, codes and operands are locals of the loop's own frame: read through
+/// pointers they were loaded again on every batch (the stores to out might alias them as
+/// far as the compiler knows), and the loop measured up to 1.9x slower in some runs.
 template <int NB, class A, class T>
-[[gnu::noinline]] void affine_loop(const A& f, const T* a, const T* const* z, const int* code, T* out, std::int64_t n) {
+[[gnu::noinline]] void affine_loop(const double* params, const T* a, const T* const* z, const int* code, T* out,
+                                   std::int64_t n) {
   using B = xsimd::batch<T>;
-  // Codes and operands in locals: read through the pointers they would be loaded again
-  // on every batch (the stores to out might alias them as far as the compiler knows).
+  const A f(params);
   const int c0 = NB >= 1 ? code[0] : 0, c1 = NB >= 2 ? code[1] : 0;
   const T* z0 = NB >= 1 ? z[0] : nullptr;
   const T* z1 = NB >= 2 ? z[1] : nullptr;
-  // A local copy of f: read through the reference, its constants were loaded again on every
-  // batch, and the loop measured up to 1.9x slower in some runs.
-  const A g = f;
   for (std::int64_t i = 0; i < n; i += static_cast<std::int64_t>(B::size)) {
-    B v = g(B::load_unaligned(a + i));
+    B v = f(B::load_unaligned(a + i));
     if constexpr (NB >= 1) v = affine_binary(c0, v, B::load_unaligned(z0 + i));
     if constexpr (NB >= 2) v = affine_binary(c1, v, B::load_unaligned(z1 + i));
     v.store_unaligned(out + i);
@@ -371,7 +371,7 @@ void affine_kernel(const void* const* in, const std::int64_t* st, void* outp, st
   static_assert(kAffineBinary == 2);
   using B = xsimd::batch<T>;
   constexpr std::int64_t W = B::size, kChunk = 256;
-  const Affine<F, T, Pre, Post> f(params);
+  using A = Affine<F, T, Pre, Post>;
   int code[kAffineBinary] = {};
   const T* z[kAffineBinary] = {};
   bool zs[kAffineBinary] = {};
@@ -386,9 +386,9 @@ void affine_kernel(const void* const* in, const std::int64_t* st, void* outp, st
   const bool sa = st[0] == 0;
   T* out = static_cast<T*>(outp);
   auto run = [&](const T* ap, const T* const* zp, T* op, std::int64_t len) {
-    if (nb == 0) affine_loop<0>(f, ap, zp, code, op, len);
-    else if (nb == 1) affine_loop<1>(f, ap, zp, code, op, len);
-    else affine_loop<2>(f, ap, zp, code, op, len);
+    if (nb == 0) affine_loop<0, A>(params, ap, zp, code, op, len);
+    else if (nb == 1) affine_loop<1, A>(params, ap, zp, code, op, len);
+    else affine_loop<2, A>(params, ap, zp, code, op, len);
   };
   const std::int64_t whole = n / W * W;
   if (!sa && !zs[0] && !zs[1]) {

@@ -213,7 +213,7 @@ inline constexpr int kAffineSteps = 2;
 /// After its scalar steps an affine kernel applies up to kAffineBinary binary steps with
 /// tensors: v = v op z or z op v (op: + - * /), z being its input k + 1 (stride 0 or 1).
 /// Step k's code is params[kMaxElementwiseParams + 4 * kAffineSteps + k] (see
-/// affine_binary_code); 0 ends the list. So `tanh(x) - y * ...` costs no pass of its own.
+/// affine_binary_code); 0 ends the list. So `t - x / (exp(x) + 1)` is one pass of exp's kernel.
 inline constexpr int kAffineBinary = 2;
 inline constexpr int kAffineParams = 4 * kAffineSteps + kAffineBinary;
 enum class AffineBinary : int { none = 0, add = 1, sub = 2, mul = 3, div = 4 };
