@@ -45,6 +45,7 @@
 #include "autograd/tape.hpp"
 #include "autograd/rules.hpp"
 #include "ops/nn.hpp"
+#include "ops/optim_ops.hpp"
 #include "autograd/nn_rules.hpp"
 #include "nn/nn.hpp"
 #include "optim/optimizer.hpp"

@@ -8,7 +8,9 @@
 // and a schedule's lr change must reach an already captured step.
 
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "test_util.hpp"
@@ -432,4 +434,183 @@ TEST_CASE("LR schedules change an already captured step without re-tracing", "[o
   }
   CHECK(train_step.num_traces() == 1);
   CHECK(train_step.num_replays() == 2);
+}
+
+// ---- adam_update: the one-pass update op ----------------------------------------------------
+
+MS_TEST_COVERS("adam_update");
+
+namespace adam_op {
+
+using ms::AnyTensor;
+using ms::DType;
+using ms::Shape;
+namespace ops = ms::ops;
+
+/// Uniform values in [lo, hi) of dtype d.
+AnyTensor uniform(const Shape& s, DType d, double lo, double hi, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  AnyTensor t = ops::zeros(s, d);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (d == DType::f32) static_cast<float*>(t.raw_data())[i] = static_cast<float>(u(rng));
+    else static_cast<double*>(t.raw_data())[i] = u(rng);
+  }
+  return t;
+}
+
+/// The update written with separate ops, as optim::Adam's amsgrad path does.
+std::vector<AnyTensor> composite(AnyTensor p, AnyTensor g, const AnyTensor& m, const AnyTensor& v, const AnyTensor& ss,
+                                 const AnyTensor& bc, double b1, double b2, double eps, double wd, const AnyTensor& decay) {
+  if (decay.defined()) p = ops::mul(p, decay);
+  if (wd != 0) g = ops::add(g, ops::mul(p, wd));
+  AnyTensor m2 = ops::add(ops::mul(m, b1), ops::mul(g, 1.0 - b1));
+  AnyTensor v2 = ops::add(ops::mul(v, b2), ops::mul(ops::mul(g, g), 1.0 - b2));
+  AnyTensor denom = ops::add(ops::div(ops::sqrt(v2), bc), eps);
+  return {ops::sub(p, ops::mul(ops::div(m2, denom), ss)), m2, v2};
+}
+
+struct Case {
+  const char* name;
+  double wd;
+  bool decoupled;
+};
+
+}  // namespace adam_op
+
+TEST_CASE("adam_update: one pass equals the composite ops bit for bit", "[optim][op]") {
+  using namespace adam_op;
+  ms_test::ThreadGuard tg;
+  for (int threads : {1, 2}) {
+    ms::set_num_threads(threads);
+    for (DType d : {DType::f32, DType::f64}) {
+      // 20011 elements: whole SIMD batches, a scalar tail, and more than one thread's share.
+      for (const Case& c : {Case{"plain", 0.0, false}, Case{"L2", 0.1, false}, Case{"decoupled", 0.0, true}}) {
+        INFO(c.name << ", " << ms::dtype_name(d) << ", " << threads << " thread(s)");
+        const Shape s{20011};
+        AnyTensor p = uniform(s, d, -2, 2, 1), g = uniform(s, d, -1, 1, 2), m = uniform(s, d, -0.5, 0.5, 3);
+        AnyTensor v = uniform(s, d, 0, 0.3, 4);
+        // Special values: a zero second moment with a zero gradient (0/eps), signed zeros, inf.
+        for (AnyTensor* t : {&g, &v, &m}) ms::visit_dtype(d, [&]<class T>() {
+          if constexpr (std::is_floating_point_v<T>) static_cast<T*>(t->raw_data())[7] = T(0);
+        });
+        ms::visit_dtype(d, [&]<class T>() {
+          if constexpr (std::is_floating_point_v<T>) {
+            static_cast<T*>(p.raw_data())[9] = -T(0);
+            static_cast<T*>(g.raw_data())[11] = std::numeric_limits<T>::infinity();
+          }
+        });
+        AnyTensor ss = ops::scalar_tensor(0.01 / (1 - 0.9 * 0.9), d), bc = ops::scalar_tensor(std::sqrt(1 - 0.999 * 0.999), d);
+        AnyTensor decay = c.decoupled ? ops::scalar_tensor(1 - 0.01 * 0.5, d) : AnyTensor();
+        const auto p_bytes = ms_test::bytes_of(p), m_bytes = ms_test::bytes_of(m);
+        auto want = composite(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
+        auto got = ops::adam_update(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
+        REQUIRE(got.size() == 3);
+        for (int k = 0; k < 3; ++k) {
+          INFO("output " << k);
+          CHECK(ms_test::same_bits(got[static_cast<std::size_t>(k)], want[static_cast<std::size_t>(k)]));
+        }
+        // Element 7: without an L2 term g, m and v are zero: m' = v' = 0 and p moves by 0 / eps = 0.
+        ms::visit_dtype(d, [&]<class T>() {
+          if constexpr (std::is_floating_point_v<T>) {
+            if (c.wd == 0) CHECK(static_cast<const T*>(got[1].raw_data())[7] == T(0));
+            CHECK(std::isnan(static_cast<const T*>(got[0].raw_data())[11]));  // inf gradient: inf/inf
+          }
+        });
+        // The inputs are read, never written.
+        CHECK(ms_test::bytes_of(p) == p_bytes);
+        CHECK(ms_test::bytes_of(m) == m_bytes);
+      }
+    }
+  }
+}
+
+TEST_CASE("adam_update: its expansion into other ops gives the same bits in a graph", "[optim][graph]") {
+  using namespace adam_op;
+  for (bool decoupled : {false, true}) {
+    INFO("decoupled " << decoupled);
+    const Shape s{37, 11};
+    const DType d = DType::f32;
+    std::vector<AnyTensor> in{uniform(s, d, -2, 2, 5), uniform(s, d, -1, 1, 6), uniform(s, d, -0.5, 0.5, 7),
+                              uniform(s, d, 0, 0.3, 8), ops::scalar_tensor(0.02, d), ops::scalar_tensor(0.3, d)};
+    if (decoupled) in.push_back(ops::scalar_tensor(0.99, d));
+    auto build = [&] {
+      ms::graph::Graph g;
+      std::vector<ms::graph::ValueId> ids;
+      for (auto& t : in) ids.push_back(g.add_input({t.dtype(), t.shape()}));
+      auto outs = g.add_node(ops::adam_update_op, ids,
+                             ops::Attrs{{"beta1", 0.8}, {"beta2", 0.99}, {"eps", 1e-3}, {"weight_decay", decoupled ? 0.0 : 0.1}});
+      for (auto o : outs) g.mark_output(o);
+      return g;
+    };
+    ms::graph::Graph fused = build(), expanded = build();
+    CHECK(ms::graph::expand_nodes(expanded, [](const ms::graph::Node&) { return true; }) == 1);
+    ms::graph::verify(expanded);
+    CHECK(expanded.count("adam_update") == 0);
+    CHECK(expanded.count("sqrt") == 1);
+    CHECK(expanded.count("div") == 2);
+    auto a = ms::backend::compile(std::move(fused)).run(std::span<const AnyTensor>(in));
+    ms::backend::CompileOptions no_opt;
+    no_opt.optimize = false;
+    auto b = ms::backend::compile(std::move(expanded), no_opt).run(std::span<const AnyTensor>(in));
+    auto want = ops::adam_update(in[0], in[1], in[2], in[3], in[4], in[5], 0.8, 0.99, 1e-3, decoupled ? 0.0 : 0.1,
+                                 decoupled ? in[6] : AnyTensor());
+    REQUIRE(a.size() == 3);
+    REQUIRE(b.size() == 3);
+    for (std::size_t k = 0; k < 3; ++k) {
+      INFO("output " << k);
+      CHECK(ms_test::same_bits(a[k], want[k]));
+      CHECK(ms_test::same_bits(b[k], want[k]));
+    }
+  }
+}
+
+TEST_CASE("adam_update: errors name the op, the shapes and the dtypes", "[optim][op]") {
+  using namespace adam_op;
+  AnyTensor p = ops::zeros(Shape{2}, DType::f32), s = ops::scalar_tensor(1.0, DType::f32);
+  MS_REQUIRE_THROWS_MSG(ops::adam_update(p, ops::zeros(Shape{3}, DType::f32), p, p, s, s, 0.9, 0.999, 1e-8),
+                        ms::ShapeError, "[ms.shape_error] adam_update: g has shape (3,), p has (2,)");
+  MS_REQUIRE_THROWS_MSG(ops::adam_update(p, p, p, ops::zeros(Shape{2}, DType::f64), s, s, 0.9, 0.999, 1e-8),
+                        ms::DTypeError, "[ms.dtype_error] adam_update: v is float64, p is float32");
+  MS_REQUIRE_THROWS_MSG(ops::adam_update(p, p, p, p, p, s, 0.9, 0.999, 1e-8), ms::ShapeError,
+                        "[ms.shape_error] adam_update: step_size must be 0-d, got shape (2,)");
+  MS_REQUIRE_THROWS_MSG(ops::adam_update(p, p, p, p, s, s, 0.9, 0.999, 1e-8, 0.1, s), ms::ValueError,
+                        "[ms.value_error] adam_update: give either decay (AdamW) or weight_decay (Adam's L2 term), not both");
+  AnyTensor i = ops::zeros(Shape{2}, DType::i32);
+  CHECK_THROWS_AS(ops::adam_update(i, i, i, i, ops::scalar_tensor(1, DType::i32), ops::scalar_tensor(1, DType::i32),
+                                   0.9, 0.999, 1e-8),
+                  ms::DTypeError);
+}
+
+TEST_CASE("Adam: a captured step writes p, m and v in place, with no arena buffer for them", "[optim][graph]") {
+  // 4099 elements: SIMD batches and a tail. Eager and captured steps agree bit for bit.
+  auto run = [](bool captured, std::size_t* arena) {
+    ms::manual_seed(3);
+    Tensor<float> p = ms::randn<float>({4099});
+    p.requires_grad_(true);
+    ms::optim::Adam opt({p}, 0.01);
+    Tensor<float> c = ms::rand<float>({4099});
+    auto step = [&](const Tensor<float>& x) {
+      Tensor<float> loss = (p * p * c * x).sum();
+      opt.step(ms::autograd::grad(loss, {ms::AnyTensor(p)}));
+      return loss;
+    };
+    auto jitted = ms::jit(step);
+    Tensor<float> x = ms::ones<float>({4099});
+    const float* storage = p.data();
+    for (int k = 0; k < 3; ++k) captured ? jitted(x) : step(x);
+    CHECK(p.data() == storage);
+    if (captured) {
+      *arena = jitted.executable()->arena_bytes();
+      CHECK(jitted.executable()->graph().count("adam_update") == 1);
+    }
+    return std::vector<std::vector<float>>{p.to_vector(), opt.state(0, "exp_avg").to_vector(),
+                                           opt.state(0, "exp_avg_sq").to_vector()};
+  };
+  std::size_t arena = 0;
+  auto eager = run(false, nullptr);
+  auto jitted = run(true, &arena);
+  CHECK(jitted == eager);
+  // The arena holds the gradient and its intermediates only: less than the 3 outputs would need.
+  CHECK(arena < 3 * 4099 * sizeof(float));
 }

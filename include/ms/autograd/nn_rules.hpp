@@ -9,6 +9,7 @@
 // mean/rstd, dropout's mask) are ignored: the public API does not return them.
 
 #include "../ops/nn.hpp"
+#include "../ops/optim_ops.hpp"
 #include "rules.hpp"
 
 namespace ms::autograd {
@@ -131,6 +132,7 @@ inline const Row table[] = {
             if (!g0(a).defined()) return none(2);
             Attrs at{{"reduction", reduction_of(a.attrs)}, {"ignore_index", a.attrs.i("ignore_index", -100)}};
             return {AnyTensor(), call1(nll_loss_op, {g0(a), a.in[0]}, at)}; }, nullptr},
+  {"adam_update", nullptr, "an optimizer update, applied outside autodiff (under no_grad)"},
   {"mse_loss", [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             AnyTensor d = sub(a.in[0], a.in[1]);

@@ -199,7 +199,8 @@ class Executable {
 
 namespace detail {
 /// For each value, the parameter whose storage it may be written into (or -1): the single
-/// output V of an elementwise or plain fused node N such that
+/// output V of an elementwise or plain fused node N, or any output V of an index-aligned
+/// node N (OpDef::index_aligned: adam_update), such that
 ///  * a copy_ node writes V, unbroadcast, into parameter P, and it is the only write into P;
 ///  * V is not a graph output, and P is contiguous with V's shape and dtype;
 ///  * N reads P, if at all, directly (index-aligned: each element is read before it is
@@ -227,30 +228,33 @@ inline std::vector<ValueId> writeback_targets(const graph::Graph& G, const std::
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const graph::Node& n = nodes[i];
     const bool plain_fused = n.fused && n.fused->plain();
-    if (n.outputs.size() != 1 || n.op->is_view() || !(plain_fused || ops::is_elementwise(n.op->category))) continue;
-    const ValueId v = n.outputs[0];
-    if (is_output[static_cast<std::size_t>(v)]) continue;
-    std::size_t copy_at = 0;
-    int copies = 0;
-    for (std::size_t j = i + 1; j < nodes.size(); ++j)
-      if (nodes[j].op == &ops::copy__op && nodes[j].inputs.size() == 2 && nodes[j].inputs[1] == v) {
-        ++copies;
-        copy_at = j;
+    const bool single = n.outputs.size() == 1 && (plain_fused || ops::is_elementwise(n.op->category));
+    if (n.op->is_view() || !(single || (n.op->index_aligned && !n.fused))) continue;
+    for (const ValueId v : n.outputs) {
+      if (is_output[static_cast<std::size_t>(v)]) continue;
+      std::size_t copy_at = 0;
+      int copies = 0;
+      for (std::size_t j = i + 1; j < nodes.size(); ++j)
+        if (nodes[j].op == &ops::copy__op && nodes[j].inputs.size() == 2 && nodes[j].inputs[1] == v) {
+          ++copies;
+          copy_at = j;
+        }
+      if (copies != 1) continue;
+      const ValueId p = nodes[copy_at].inputs[0];
+      const graph::Value& pv = G.value(p);
+      const auto& vm = G.value(v).meta;
+      if (pv.kind != ValueKind::param || writes[static_cast<std::size_t>(p)] != 1 || !(pv.meta == vm) ||
+          !pv.data.defined() || !pv.data.is_contiguous())
+        continue;
+      bool ok = true;
+      for (ValueId x : n.inputs) ok = ok && (old_of[static_cast<std::size_t>(x)] != p || x == p);
+      for (std::size_t j = i + 1; j < nodes.size() && ok; ++j) {
+        if (j == copy_at) continue;
+        for (ValueId x : nodes[j].inputs) ok = ok && old_of[static_cast<std::size_t>(x)] != p;
       }
-    if (copies != 1) continue;
-    const ValueId p = nodes[copy_at].inputs[0];
-    const graph::Value& pv = G.value(p);
-    const auto& vm = G.value(v).meta;
-    if (pv.kind != ValueKind::param || writes[static_cast<std::size_t>(p)] != 1 || !(pv.meta == vm) ||
-        !pv.data.defined() || !pv.data.is_contiguous())
-      continue;
-    bool ok = true;
-    for (ValueId x : n.inputs) ok = ok && (old_of[static_cast<std::size_t>(x)] != p || x == p);
-    for (std::size_t j = i + 1; j < nodes.size() && ok; ++j) {
-      if (j == copy_at) continue;
-      for (ValueId x : nodes[j].inputs) ok = ok && old_of[static_cast<std::size_t>(x)] != p;
+      // Two outputs of one node never go into the same parameter (writes[p] == 1 already).
+      if (ok) target[static_cast<std::size_t>(v)] = p;
     }
-    if (ok) target[static_cast<std::size_t>(v)] = p;
   }
   return target;
 }

@@ -223,6 +223,17 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
   MS_CHECK(!be.device().is_cpu(), DeviceError, "compile_for_device: {} is the host; use backend::compile", be.device());
   DeviceExecutable ex;
   ex.be_ = &be;
+  // Ops the device runs on no engine but that are built from other ops (adam_update) run
+  // as those ops, on the device, rather than on the host.
+  graph::expand_nodes(g, [&](const graph::Node& n) {
+    if (opt.pin_ops.count(n.op->name) || opt.pin_nodes.count(n.name)) return false;
+    SmallVec<ops::TensorMeta, 8> in;
+    for (auto v : n.inputs) in.push_back(g.value(v).meta);
+    const std::span<const ops::TensorMeta> ins(in.data(), in.size());
+    for (Engine e : be.engines())
+      if (be.supports(e, *n.op, ins, n.attrs)) return false;
+    return true;
+  });
   if (opt.optimize) graph::optimize(g, opt.passes);
   g.compact();
   graph::verify(g);

@@ -195,6 +195,59 @@ inline int simplify(Graph& g) {
   return rewrites;
 }
 
+namespace detail {
+/// Builds an expansion's nodes into a graph, each inserted before position `pos`.
+class GraphOpBuilder final : public ops::OpBuilder {
+ public:
+  GraphOpBuilder(Graph& g, std::size_t pos) : g_(g), pos_(pos) {}
+  ops::TensorMeta meta(std::int32_t v) const override { return g_.value(v).meta; }
+  std::vector<std::int32_t> node(const ops::OpDef& op, std::vector<std::int32_t> in, ops::Attrs attrs) override {
+    SmallVec<ops::TensorMeta, 4> im;
+    for (ValueId v : in) im.push_back(g_.value(v).meta);
+    ops::MetaList out;
+    op.infer(op, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs, out);
+    auto outs = g_.insert_node_before(pos_++, op, std::move(in), std::move(attrs),
+                                      std::span<const ops::TensorMeta>(out.data(), out.size()));
+    return {outs.begin(), outs.end()};
+  }
+  std::int32_t scalar(double x, DType d) override { return g_.add_constant(ops::scalar_tensor(x, d, "expand")); }
+  std::size_t pos() const { return pos_; }
+
+ private:
+  Graph& g_;
+  std::size_t pos_;
+};
+}  // namespace detail
+
+/// Replaces each live node that has an expansion (OpDef::expand) and satisfies `want` by the
+/// nodes of its expansion, in place in the schedule. Backends call it for ops they have no
+/// kernel for. Returns the number of nodes expanded.
+inline int expand_nodes(Graph& g, const std::function<bool(const Node&)>& want) {
+  int expanded = 0;
+  for (std::size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.dead || n.op->expand == nullptr || n.fused || !want(n)) continue;
+    const ops::OpDef& op = *n.op;
+    const std::vector<ValueId> in = n.inputs, outs = n.outputs;
+    const ops::Attrs attrs = n.attrs;
+    detail::GraphOpBuilder b(g, i);
+    std::vector<std::int32_t> repl = op.expand(b, std::span<const std::int32_t>(in.data(), in.size()), attrs);
+    MS_CHECK(repl.size() == outs.size(), GraphError, "expand: the expansion of {} gives {} values for {} outputs",
+             op.name, repl.size(), outs.size());
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      MS_CHECK(g.value(repl[k]).meta == g.value(outs[k]).meta, GraphError,
+               "expand: output {} of {}'s expansion is {}, the op's is {}", k, op.name, meta_str(g.value(repl[k]).meta),
+               meta_str(g.value(outs[k]).meta));
+      g.replace_uses(outs[k], repl[k]);
+    }
+    i = b.pos();  // the expanded node now sits after its expansion
+    g.kill(i);
+    ++expanded;
+  }
+  g.compact();
+  return expanded;
+}
+
 /// Options of the pass pipeline.
 struct PassOptions {
   int opt_level = 2;  ///< 0: nothing; 1: dce, cse, fold, simplify; 2: also fusion

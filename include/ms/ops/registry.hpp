@@ -243,6 +243,22 @@ struct ElementwiseInfo {
   double flops_per_element = 1;
 };
 
+/// What an op's expansion (OpDef::expand) builds with: nodes of other registered ops and
+/// constants, in a graph whose values are named by ids.
+class OpBuilder {
+ public:
+  virtual ~OpBuilder() = default;
+  /// Dtype and shape of value v.
+  virtual TensorMeta meta(std::int32_t v) const = 0;
+  /// Appends a node of `op` reading `in`; returns its output values.
+  virtual std::vector<std::int32_t> node(const OpDef& op, std::vector<std::int32_t> in, Attrs attrs = {}) = 0;
+  /// A 0-d constant holding x in dtype d (as a scalar operand of an eager op would be).
+  virtual std::int32_t scalar(double x, DType d) = 0;
+};
+/// Builds an op from other registered ops: given its input values and attributes, returns
+/// values equal to its outputs.
+using ExpandFn = std::vector<std::int32_t> (*)(OpBuilder& b, std::span<const std::int32_t> in, const Attrs& attrs);
+
 /// One operator, defined once.
 struct OpDef {
   std::string name;
@@ -259,6 +275,12 @@ struct OpDef {
   DTypeSet cpu_dtypes = kNumericTypes;  ///< input dtypes the CPU kernel accepts
   ElementwiseInfo elementwise;      ///< for unary/binary/ternary/compare ops
   bool is_random = false;           ///< results differ between calls (never CSE'd or folded)
+  /// Element i of each output is computed from element i of the inputs of the output's shape
+  /// (other inputs are 0-d), all read before it is written: an output may be written over
+  /// such an input (an optimizer update writes its results into the parameter and state).
+  bool index_aligned = false;
+  /// The op built from other registered ops, for backends without a kernel for it (null: none).
+  ExpandFn expand = nullptr;
 
   bool differentiable() const { return grad != nullptr && grad != &missing_grad; }
   bool is_view() const { return view != nullptr; }

@@ -38,6 +38,7 @@
 #include "../ops/binary.hpp"
 #include "../ops/factory.hpp"
 #include "../ops/inplace.hpp"
+#include "../ops/optim_ops.hpp"
 #include "../ops/unary.hpp"
 
 namespace ms::optim {
@@ -289,6 +290,16 @@ class Adam : public Optimizer {
   }
 
   void update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) override {
+    if (!opt_.amsgrad) {
+      // One pass over p, g, m and v (ops::adam_update), bit-identical to the form below.
+      const bool decay = decoupled_ && opt_.weight_decay != 0;
+      auto r = ops::adam_update(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
+                                decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
+      ops::copy_(m_[i], r[1]);
+      ops::copy_(v_[i], r[2]);
+      ops::copy_(p, r[0]);
+      return;
+    }
     Tensor<float> g = grad;
     if (opt_.weight_decay != 0) {
       if (decoupled_) p.copy_(p * decay_);

@@ -1,0 +1,180 @@
+#pragma once
+// Optimizer update ops: adam_update, the whole Adam (and AdamW) update of one parameter in
+// one pass, like MindSpore's Adam primitive or torch's fused Adam. optim::Adam calls it
+// eagerly and inside captured training steps.
+//
+// One pass reads p, g, m and v once and writes p', m' and v': the composite form (about
+// twelve elementwise ops) makes three passes over the optimizer state even when fused,
+// and an Adam step is most of a small model's non-GEMM time. The result is bit-identical
+// to the composite form (each operation rounded as the separate op would be, no FMA
+// contraction), which is also the op's expansion into other registered ops: a backend
+// without an adam_update kernel (the Ascend device graph) runs that instead.
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../core/parallel.hpp"
+#include "binary.hpp"
+#include "elementwise.hpp"
+#include "nn.hpp"
+#include "unary.hpp"
+
+namespace ms::ops {
+
+namespace detail {
+
+/// Scalars of one adam_update call, in the parameter's dtype (as the composite form's
+/// scalar operands would be).
+template <class T>
+struct AdamScalars {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
+  T step_size, bc2_sqrt, decay;
+  bool l2, decoupled;
+};
+
+/// One element (or batch) of the update, in the order and rounding of optim::Adam's
+/// composite form:
+///   p = p * decay                                  (AdamW: decoupled decay)
+///   g = g + p * weight_decay                       (Adam: L2 term)
+///   m = m * beta1 + g * (1 - beta1);  v = v * beta2 + (g * g) * (1 - beta2)
+///   p = p - (m / (sqrt(v) / sqrt(1 - beta2^t) + eps)) * (lr / (1 - beta1^t))
+template <class V, class T>
+inline void adam_element(const AdamScalars<T>& s, V& p, V g, V& m, V& v) {
+  auto prod = [](V a, auto b) {
+    V r = a * b;
+    simd::no_contract(r);  // rounded before the following addition, as the separate ops are
+    return r;
+  };
+  if (s.decoupled) p = prod(p, s.decay);
+  if (s.l2) g = g + prod(p, s.weight_decay);
+  m = prod(m, s.beta1) + prod(g, s.one_minus_beta1);
+  v = prod(v, s.beta2) + prod(prod(g, g), s.one_minus_beta2);
+  V denom = simd::sqrt(v) / s.bc2_sqrt + s.eps;
+  p = p - prod(m / denom, s.step_size);
+}
+
+template <class T>
+void adam_update_run(const KernelArgs& k) {
+  const AnyTensor pin = contiguous_raw(k.in[0]), gin = contiguous_raw(k.in[1]);
+  const AnyTensor min = contiguous_raw(k.in[2]), vin = contiguous_raw(k.in[3]);
+  auto scalar = [&](std::size_t i) { return *static_cast<const T*>(contiguous_raw(k.in[i]).raw_data()); };
+  AdamScalars<T> s{};
+  s.beta1 = static_cast<T>(k.attrs.f("beta1"));
+  s.one_minus_beta1 = static_cast<T>(1.0 - k.attrs.f("beta1"));
+  s.beta2 = static_cast<T>(k.attrs.f("beta2"));
+  s.one_minus_beta2 = static_cast<T>(1.0 - k.attrs.f("beta2"));
+  s.eps = static_cast<T>(k.attrs.f("eps"));
+  s.weight_decay = static_cast<T>(k.attrs.f("weight_decay", 0.0));
+  s.l2 = k.attrs.f("weight_decay", 0.0) != 0.0;
+  s.step_size = scalar(4);
+  s.bc2_sqrt = scalar(5);
+  s.decoupled = k.in.size() > 6;
+  s.decay = s.decoupled ? scalar(6) : T(1);
+  const T* pp = static_cast<const T*>(pin.raw_data());
+  const T* gp = static_cast<const T*>(gin.raw_data());
+  const T* mp = static_cast<const T*>(min.raw_data());
+  const T* vp = static_cast<const T*>(vin.raw_data());
+  T* po = static_cast<T*>(k.out[0].raw_data());
+  T* mo = static_cast<T*>(k.out[1].raw_data());
+  T* vo = static_cast<T*>(k.out[2].raw_data());
+  // Outputs may share storage with p, m and v (an optimizer step writes them in place):
+  // each batch is loaded whole before its results are stored.
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  parallel_for(pin.numel(), kParallelGrain / 4, [&](std::int64_t lo, std::int64_t hi) {
+    std::int64_t i = lo;
+    for (; i + W <= hi; i += W) {
+      B p = B::load_unaligned(pp + i), m = B::load_unaligned(mp + i), v = B::load_unaligned(vp + i);
+      adam_element(s, p, B::load_unaligned(gp + i), m, v);
+      p.store_unaligned(po + i);
+      m.store_unaligned(mo + i);
+      v.store_unaligned(vo + i);
+    }
+    for (; i < hi; ++i) {
+      T p = pp[i], m = mp[i], v = vp[i];
+      adam_element(s, p, gp[i], m, v);
+      po[i] = p;
+      mo[i] = m;
+      vo[i] = v;
+    }
+  });
+}
+
+/// The composite form, built from other registered ops (mul, add, sub, div, sqrt).
+inline std::vector<std::int32_t> adam_update_expand(OpBuilder& b, std::span<const std::int32_t> in, const Attrs& a) {
+  const DType d = b.meta(in[0]).dtype;
+  auto op2 = [&](const OpDef& op, std::int32_t x, std::int32_t y) { return b.node(op, {x, y})[0]; };
+  auto mul_s = [&](std::int32_t x, double c) { return op2(mul_op, x, b.scalar(c, d)); };
+  std::int32_t p = in[0], g = in[1];
+  if (in.size() > 6) p = op2(mul_op, p, in[6]);
+  if (a.f("weight_decay", 0.0) != 0.0) g = op2(add_op, g, mul_s(p, a.f("weight_decay")));
+  const double b1 = a.f("beta1"), b2 = a.f("beta2");
+  const std::int32_t m = op2(add_op, mul_s(in[2], b1), mul_s(g, 1.0 - b1));
+  const std::int32_t v = op2(add_op, mul_s(in[3], b2), mul_s(op2(mul_op, g, g), 1.0 - b2));
+  const std::int32_t denom = op2(add_op, op2(div_op, b.node(sqrt_op, {v})[0], in[5]), b.scalar(a.f("eps"), d));
+  return {op2(sub_op, p, op2(mul_op, op2(div_op, m, denom), in[4])), m, v};
+}
+
+}  // namespace detail
+
+// adam_update(p, g, m, v, step_size, bc2_sqrt[, decay]; beta1, beta2, eps, weight_decay)
+//   -> (p', m', v'), see detail::adam_element. step_size = lr / (1 - beta1^t) and
+// bc2_sqrt = sqrt(1 - beta2^t) are 0-d tensors (they change every step); decay (AdamW) is
+// the 0-d factor 1 - lr * weight_decay, and with it weight_decay must be 0.
+MS_REGISTRATION(const OpDef& adam_update_op, registry().add([] {
+  OpDef d;
+  d.name = "adam_update";
+  d.category = Category::nn;
+  d.num_inputs = -1;
+  d.doc = "one Adam/AdamW step of a parameter in one pass: (p, g, m, v, step_size, bc2_sqrt[, decay]) -> (p', m', v')";
+  d.attr_names = {"beta1", "beta2", "eps", "weight_decay"};
+  d.cpu_dtypes = kFloatTypes;
+  d.index_aligned = true;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    MS_CHECK(in.size() == 6 || in.size() == 7, ValueError,
+             "{}: takes (p, g, m, v, step_size, bc2_sqrt[, decay]), got {} inputs", op.name, in.size());
+    detail::check_float_dtype(op, in[0], "p");
+    static constexpr const char* names[] = {"p", "g", "m", "v", "step_size", "bc2_sqrt", "decay"};
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      MS_CHECK(in[i].dtype == in[0].dtype, DTypeError, "{}: {} is {}, p is {}", op.name, names[i], in[i].dtype,
+               in[0].dtype);
+      if (i < 4)
+        MS_CHECK(in[i].shape == in[0].shape, ShapeError, "{}: {} has shape {}, p has {}", op.name, names[i],
+                 shape_str(in[i].shape), shape_str(in[0].shape));
+      else
+        MS_CHECK(in[i].shape.rank() == 0, ShapeError, "{}: {} must be 0-d, got shape {}", op.name, names[i],
+                 shape_str(in[i].shape));
+    }
+    for (const char* key : {"beta1", "beta2", "eps"})
+      MS_CHECK(a.has(key), ValueError, "{}: missing attribute '{}'", op.name, key);
+    MS_CHECK(in.size() == 6 || a.f("weight_decay", 0.0) == 0.0, ValueError,
+             "{}: give either decay (AdamW) or weight_decay (Adam's L2 term), not both", op.name);
+    out.push_back(in[0]);
+    out.push_back(in[0]);
+    out.push_back(in[0]);
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::adam_update_run<T>(k); });
+  };
+  d.expand = &detail::adam_update_expand;
+  d.cost = &detail::per_input_cost<16>;
+  return d;
+}()));
+
+/// One Adam step of parameter p: returns (p', m', v'). Pass decay (a 0-d tensor) for AdamW's
+/// decoupled decay, or weight_decay for Adam's L2 term.
+inline std::vector<AnyTensor> adam_update(const AnyTensor& p, const AnyTensor& g, const AnyTensor& m,
+                                          const AnyTensor& v, const AnyTensor& step_size, const AnyTensor& bc2_sqrt,
+                                          double beta1, double beta2, double eps, double weight_decay = 0,
+                                          const AnyTensor& decay = {}) {
+  Attrs a{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  if (decay.defined()) {
+    const AnyTensor in[7] = {p, g, m, v, step_size, bc2_sqrt, decay};
+    return call(adam_update_op, in, a);
+  }
+  const AnyTensor in[6] = {p, g, m, v, step_size, bc2_sqrt};
+  return call(adam_update_op, in, a);
+}
+
+}  // namespace ms::ops
