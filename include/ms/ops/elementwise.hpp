@@ -5,6 +5,7 @@
 // broadcasting/strided kernel, shape/dtype inference, and registration helpers.
 // An op is one functor: `template <class V> V operator()(V a, V b) const`.
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -434,6 +435,20 @@ void where_block(const void* const* in, const std::int64_t* st, void* outp, std:
   const T* a = static_cast<const T*>(in[1]);
   const T* b = static_cast<const T*>(in[2]);
   T* out = static_cast<T*>(outp);
+  // Contiguous float forms (relu's gradient is where(x > 0, g, 0)): a select of the bits
+  // through a mask made from the bool, which the compiler vectorizes (a ?: does not).
+  if constexpr (std::is_floating_point_v<T>) {
+    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    if (st[0] == 1 && st[1] == 1 && (st[2] == 0 || st[2] == 1)) {
+      const auto* cb = reinterpret_cast<const std::uint8_t*>(c);
+      const std::int64_t sb = st[2];
+      for (std::int64_t i = 0; i < n; ++i) {
+        const U m = U(0) - static_cast<U>(cb[i] != 0);
+        out[i] = std::bit_cast<T>((std::bit_cast<U>(a[i]) & m) | (std::bit_cast<U>(b[i * sb]) & ~m));
+      }
+      return;
+    }
+  }
   for (std::int64_t i = 0; i < n; ++i) out[i] = c[i * st[0]] ? a[i * st[1]] : b[i * st[2]];
 }
 

@@ -553,6 +553,38 @@ inline constexpr bool red_supports_v =
         : (simd_type_v<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
            std::is_same_v<T, std::uint8_t>);
 
+/// The combine policy of a reduction (mean sums; var and std have their own passes).
+template <Red K, class T>
+using RedPolicy = std::conditional_t<K == Red::prod, ProdP<T>,
+                                     std::conditional_t<K == Red::max, MaxP<T>,
+                                                        std::conditional_t<K == Red::min, MinP<T>, SumP<T>>>>;
+
+/// Two-stage reduction of a contiguous x whose last t >= 1 axes are all reduced and that
+/// also reduces some earlier axis: rows of the trailing run into a temporary of the leading
+/// shape, then that temporary's reduced axes into out. False when x does not fit.
+template <Red K, class T>
+bool reduce_two_stage(const AnyTensor& x, std::uint32_t mask, T* out) {
+  const int rank = x.dim();
+  if (!x.is_contiguous() || rank < 2) return false;
+  int lead = rank;
+  std::int64_t run = 1;
+  while (lead > 0 && ((mask >> (lead - 1)) & 1u)) run *= x.shape()[--lead];
+  const std::uint32_t mask2 = mask & ((1u << lead) - 1u);
+  if (lead == rank || mask2 == 0) return false;
+  Shape s2;
+  for (int i = 0; i < lead; ++i) s2.push_back(x.shape()[i]);
+  Loop3 p2;
+  if (!plan_loop3(s2, contiguous_strides(s2), mask2, p2)) return false;
+  const std::int64_t rows = numel(s2);
+  std::vector<T> tmp(static_cast<std::size_t>(rows));
+  Loop3 p1;
+  p1.A = rows, p1.R = run, p1.sa = run, p1.oa = 1;
+  using P = RedPolicy<K, T>;
+  reduce_rows<P>(static_cast<const T*>(x.raw_data()), p1, tmp.data(), nullptr);
+  reduce_loop3<typename PlainOf<P>::type>(tmp.data(), p2, out, nullptr);
+  return true;
+}
+
 template <Red K, class T>
 void run_reduce(const KernelArgs& k, std::uint32_t mask) {
   const AnyTensor& x = k.in[0];
@@ -576,16 +608,25 @@ void run_reduce(const KernelArgs& k, std::uint32_t mask) {
       std::fill(out, out + n_out, v);
       return;
     }
+    [[maybe_unused]] auto scale = [&](T* o, double d) {
+      for (std::int64_t i = 0; i < n_out; ++i) o[i] = static_cast<T>(static_cast<double>(o[i]) / d);
+    };
     AnyTensor src = x;
     Loop3 p;
     if (!plan_loop3(x.shape(), x.strides(), mask, p)) {
+      if constexpr (K != Red::var && K != Red::std) {
+        // A contiguous input whose trailing axes are reduced along with others (a conv
+        // bias gradient sums (N, H, W) of NCHW): reduce the trailing run of each row first,
+        // then the smaller result's remaining axes, rather than transposing the input.
+        if (reduce_two_stage<K, T>(x, mask, out)) {
+          if constexpr (K == Red::mean) scale(out, static_cast<double>(N));
+          return;
+        }
+      }
       src = reduced_last_copy(x, mask);
       plan_loop3(src.shape(), src.strides(), mask, p);
     }
     const T* xp = static_cast<const T*>(src.raw_data());
-    [[maybe_unused]] auto scale = [&](T* o, double d) {
-      for (std::int64_t i = 0; i < n_out; ++i) o[i] = static_cast<T>(static_cast<double>(o[i]) / d);
-    };
     if constexpr (K == Red::sum) reduce_loop3<SumP<T>>(xp, p, out, nullptr);
     if constexpr (K == Red::prod) reduce_loop3<ProdP<T>>(xp, p, out, nullptr);
     if constexpr (K == Red::max) reduce_loop3<MaxP<T>>(xp, p, out, nullptr);
