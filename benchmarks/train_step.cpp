@@ -5,6 +5,7 @@
 //   ms_captured_<model>/<batch>/<threads>  the whole step captured once by ms::jit, then replayed
 //   ms_eager_<model>/<batch>/<threads>     the same step run eagerly (tape autodiff)
 //   torch_<model>/<batch>/<threads>        LibTorch eager (zero_grad, backward, step), when found
+//   gemm_floor_mlp/<batch>/<threads>       only the MLP step's matrix products (a floor for any step)
 //
 // Targets (issue: autodiff and training): captured MLP step <= 0.5x LibTorch at
 // batch 64, faster than LibTorch at batch 256; captured LeNet <= 1.0x LibTorch.
@@ -76,6 +77,37 @@ void lenet_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+/// The MLP step's matrix products alone (forward, weight gradients, input gradients of
+/// layers 2 and 3: 77.5 MFLOP at batch 64), on the GEMM library both sides use. No step,
+/// ours or the peer's, can take less: it bounds the ratio a captured step can reach.
+void gemm_floor_mlp(benchmark::State& state) {
+  const std::int64_t batch = state.range(0);
+  const int saved_threads = ms::get_num_threads();
+  ms::set_num_threads(static_cast<int>(state.range(1)));
+  ms::manual_seed(0);
+  const std::int64_t dims[4] = {784, 256, 256, 10};
+  std::vector<ms::Tensor<float>> w, act, grad;
+  for (int l = 0; l < 3; ++l) {
+    w.push_back(ms::rand<float>({dims[l + 1], dims[l]}));
+    act.push_back(ms::rand<float>({batch, dims[l]}));
+    grad.push_back(ms::rand<float>({batch, dims[l + 1]}));
+  }
+  for (auto _ : state) {
+    for (int l = 0; l < 3; ++l) {
+      auto y = ms::matmul(act[l], w[l].t());                  // forward
+      auto gw = ms::matmul(grad[l].t(), act[l]);              // weight gradient
+      benchmark::DoNotOptimize(y.raw_data());
+      benchmark::DoNotOptimize(gw.raw_data());
+      if (l > 0) {
+        auto gx = ms::matmul(grad[l], w[l]);                  // input gradient
+        benchmark::DoNotOptimize(gx.raw_data());
+      }
+    }
+  }
+  ms::set_num_threads(saved_threads);
+}
+
+BENCHMARK(gemm_floor_mlp)->Apply(mlp_args);
 BENCHMARK(ms_captured_mlp)->Apply(mlp_args);
 BENCHMARK(ms_eager_mlp)->Apply(mlp_args);
 BENCHMARK(ms_captured_lenet)->Apply(lenet_args);
@@ -155,5 +187,6 @@ int main(int argc, char** argv) {
   ms_bench::compare("ms_eager_mlp", "torch_mlp", "mlp step, eager vs LibTorch");
   ms_bench::compare("ms_captured_lenet", "torch_lenet", "lenet step, captured vs LibTorch");
   ms_bench::compare("ms_eager_lenet", "torch_lenet", "lenet step, eager vs LibTorch");
+  ms_bench::compare("gemm_floor_mlp", "torch_mlp", "mlp step's GEMMs alone vs LibTorch's whole step");
   return ms_bench::main(argc, argv);
 }

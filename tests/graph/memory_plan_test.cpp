@@ -146,6 +146,19 @@ TEST_CASE("memory plan: buffers with disjoint lifetimes share memory, overlappin
   CHECK(plan.ratio() == 1.0);
 }
 
+TEST_CASE("memory plan: the best of several placement orders reaches the bound where largest-first does not", "[graph]") {
+  // Largest first places b at 0 and c above it; a then takes b's old place and d finds no
+  // gap of its size: 7 units. Longest-lived first packs them into 6, the live bound at step 4.
+  const std::size_t u = 64;
+  std::vector<backend::BufferReq> bufs{{2 * u, 4, 4}, {3 * u, 1, 3}, {2 * u, 3, 6}, {2 * u, 4, 4}};
+  std::vector<std::size_t> largest_first{1, 2, 0, 3};
+  CHECK(backend::detail::place_in_order(bufs, largest_first, 64).peak == 7 * u);
+  backend::MemoryPlan plan = backend::plan_memory(bufs);
+  REQUIRE_NOTHROW(backend::check_memory_plan(bufs, plan));
+  CHECK(plan.lower_bound == 6 * u);
+  CHECK(plan.peak == 6 * u);
+}
+
 TEST_CASE("memory plan: the checker rejects overlapping live buffers and buffers past the arena", "[graph]") {
   std::vector<backend::BufferReq> bufs{{100, 0, 2}, {100, 1, 3}};
   backend::MemoryPlan plan = backend::plan_memory(bufs);
