@@ -125,3 +125,38 @@ TEST_CASE("gradients of a captured function equal eager gradients", "[grad][grap
   REQUIRE(f.num_replays() == 1);
   for (std::size_t i = 0; i < eager.size(); ++i) CHECK(replay[i] == Approx(eager[i]).epsilon(1e-12));
 }
+
+TEST_CASE("backward skips the gradient of an input that needs none", "[grad]") {
+  // linear(x, w, b) and conv2d(x, w, b) with x a plain input: backward runs no product for x.
+  Tensor<double> x{{1.0, -2.0, 0.5}, {0.25, 3.0, -1.0}};
+  Tensor<double> w{{0.2, -0.4, 1.0}, {0.3, -0.6, 0.8}};
+  Tensor<double> b{0.1, -0.2};
+  w.requires_grad_();
+  b.requires_grad_();
+  auto count = [](const ms::Profiler& p, const std::string& type) {
+    auto ev = p.events();
+    return std::count_if(ev.begin(), ev.end(), [&](const ms::ProfileEvent& e) { return e.type == type; });
+  };
+  AnyTensor loss = ms::ops::sum(ms::ops::linear(x, w, b), {}, false);
+  ms::Profiler prof;
+  prof.start();
+  auto g = ms::autograd::grad(loss, {w, b});
+  prof.stop();
+  CHECK(count(prof, "matmul") == 1);  // the weight's gradient only
+  // d sum(x w^T + b) / dw[o][i] = sum over rows of x[:, i]; / db[o] = rows.
+  ms_test::require_values(Tensor<double>(g[0]), {1.25, 1.0, -0.5, 1.25, 1.0, -0.5});
+  ms_test::require_values(Tensor<double>(g[1]), {2.0, 2.0});
+
+  Tensor<double> img = ms::ops::reshape(Tensor<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor<double> k = ms::ops::reshape(Tensor<double>{1, 0, 0, 1}, {1, 1, 2, 2});
+  k.requires_grad_();
+  AnyTensor closs = ms::ops::sum(ms::ops::conv2d(img, k, AnyTensor(), {1, 1}, {0, 0}, {1, 1}, 1), {}, false);
+  ms::Profiler cprof;
+  cprof.start();
+  auto gk = ms::autograd::grad(closs, {k});
+  cprof.stop();
+  CHECK(count(cprof, "conv2d_grad_input") == 0);
+  CHECK(count(cprof, "conv2d_grad_weight") == 1);
+  // d/dk[i][j] = sum of the 2x2 windows' element (i, j): 1+2+4+5, 2+3+5+6, 4+5+7+8, 5+6+8+9.
+  ms_test::require_values(Tensor<double>(gk[0]), {12.0, 16.0, 24.0, 28.0});
+}

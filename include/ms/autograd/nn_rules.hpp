@@ -55,8 +55,9 @@ inline const Row table[] = {
   {"conv2d", [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(a.in.size());
             const AnyTensor &x = a.in[0], &w = a.in[1], g = g0(a);
-            Grads r{conv_grad_input(g, w, a.attrs, x.shape()), conv_grad_weight(g, x, a.attrs, w.shape())};
-            if (a.in.size() > 2) r.push_back(sum(g, {0, 2, 3}, false));
+            Grads r{a.needs_grad(0) ? conv_grad_input(g, w, a.attrs, x.shape()) : AnyTensor(),
+                    a.needs_grad(1) ? conv_grad_weight(g, x, a.attrs, w.shape()) : AnyTensor()};
+            if (a.in.size() > 2) r.push_back(a.needs_grad(2) ? sum(g, {0, 2, 3}, false) : AnyTensor());
             return r; }, nullptr},
   // gx = A_w^T g is bilinear in (g, w): d/dg = conv2d(G, w), d/dw = conv2d_grad_weight(g, G).
   {"conv2d_grad_input", [](const GradArgs& a) -> Grads {

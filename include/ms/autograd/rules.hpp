@@ -241,13 +241,14 @@ inline const Row table[] = {
             if (a1) gs.insert(gs.end() - (b1 ? 0 : 1), 1);
             if (b1) gs.push_back(1);
             G = reshape(G, gs);
-            return {matmul(G, matmul_t(B)), matmul(matmul_t(A), G)}; }, nullptr},
+            return {a.needs_grad(0) ? matmul(G, matmul_t(B)) : AnyTensor(),
+                    a.needs_grad(1) ? matmul(matmul_t(A), G) : AnyTensor()}; }, nullptr},
   {"linear", [](const GradArgs& a) -> Grads {
             AnyTensor x = a.in[0], w = a.in[1], g = g0(a);
             std::int64_t out = w.shape()[0], in = w.shape()[1];
             AnyTensor g2 = reshape(g, {-1, out}), x2 = reshape(x, {-1, in});
-            Grads r{matmul(g, w), matmul(matmul_t(g2), x2)};
-            if (a.in.size() > 2) r.push_back(sum(g2, {0}, false));
+            Grads r{a.needs_grad(0) ? matmul(g, w) : AnyTensor(), a.needs_grad(1) ? matmul(matmul_t(g2), x2) : AnyTensor()};
+            if (a.in.size() > 2) r.push_back(a.needs_grad(2) ? sum(g2, {0}, false) : AnyTensor());
             return r; }, nullptr},
 };
 // clang-format on

@@ -7,6 +7,7 @@
 // pass is recorded too, and a whole training step becomes one graph.
 
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -145,7 +146,11 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
     gout.resize(n->outputs.size());
     MS_CHECK(n->op->grad != nullptr, NotImplementedError, "backward: op '{}' is not differentiable{}{}", n->op->name,
              n->op->nondiff_reason.empty() ? "" : ": ", n->op->nondiff_reason);
-    std::vector<AnyTensor> gin = n->op->grad(ops::GradArgs{*n->op, n->inputs, n->outputs, gout, n->attrs});
+    // Inputs without an edge (no grad required) need no gradient: rules may skip them.
+    std::unique_ptr<bool[]> needs(new bool[n->edges.size()]);
+    for (std::size_t i = 0; i < n->edges.size(); ++i) needs[i] = !n->edges[i].empty();
+    std::vector<AnyTensor> gin = n->op->grad(ops::GradArgs{*n->op, n->inputs, n->outputs, gout, n->attrs,
+                                                           std::span<const bool>(needs.get(), n->edges.size())});
     MS_CHECK(gin.size() == n->inputs.size(), GraphError, "backward: the gradient rule of '{}' returned {} gradients for {} inputs",
              n->op->name, gin.size(), n->inputs.size());
     for (std::size_t i = 0; i < gin.size(); ++i) {

@@ -203,7 +203,7 @@ inline void kernel_thunk(const ops::KernelArgs& a) {
 inline std::vector<AnyTensor> grad_thunk(const ops::GradArgs& a) {
   const Impl& impl = table().get(a.op);
   const ops::Attrs attrs = with_defaults(a.op, impl, a.attrs);
-  return impl.grad(ops::GradArgs{a.op, a.in, a.out, a.grad_out, attrs});
+  return impl.grad(ops::GradArgs{a.op, a.in, a.out, a.grad_out, attrs, a.needs});
 }
 
 inline ops::Cost cost_thunk(const ops::OpDef& op, std::span<const ops::TensorMeta> in,

@@ -187,6 +187,11 @@ struct GradArgs {
   std::span<const AnyTensor> out;
   std::span<const AnyTensor> grad_out;
   const Attrs& attrs;
+  /// Per input: whether its gradient is used (empty: all are). A rule may return an
+  /// undefined gradient for an input that needs none and skip computing it (a first
+  /// layer's input gradient).
+  std::span<const bool> needs = {};
+  bool needs_grad(std::size_t i) const { return needs.empty() || (i < needs.size() && needs[i]); }
 };
 
 using InferFn = void (*)(const OpDef& op, std::span<const TensorMeta> in, const Attrs& attrs, MetaList& out);
