@@ -549,8 +549,8 @@ void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
       if (q.ph == 0 && q.pw == 0) {
         // Every window lies inside the plane: a row of windows at a time, visiting each
         // window offset (i, j) for the whole row, so the output columns are independent
-        // (one running maximum per window is a chain of dependent selects: 4x slower).
-        // Selects are written as masks: as ?: the compiler emits branches, which mispredict.
+        // (the per-window loop below measured 3x slower on a 64x6x28x28 input). Selects
+        // are written as masks: as ?: the compiler emits branches, which mispredict.
         using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
         const std::int64_t W = q.W, Wo = q.Wo, sw = q.sw, kh = q.kh, kw = q.kw;
         for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
@@ -587,8 +587,7 @@ void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
             best = xpl[ha * q.W + wa];
             bi = ha * q.W + wa;
           }
-          // The first maximum wins; the first NaN wins and stays. Selects, not branches:
-          // on real data a branch per element mispredicts often (5x slower on LeNet's pools).
+          // The first maximum wins; the first NaN wins and stays.
           for (std::int64_t ih = ha; ih < hb; ++ih)
             for (std::int64_t iw = wa; iw < wb; ++iw) {
               const T v = xpl[ih * q.W + iw];
