@@ -147,10 +147,10 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
     MS_CHECK(n->op->grad != nullptr, NotImplementedError, "backward: op '{}' is not differentiable{}{}", n->op->name,
              n->op->nondiff_reason.empty() ? "" : ": ", n->op->nondiff_reason);
     // Inputs without an edge (no grad required) need no gradient: rules may skip them.
-    std::unique_ptr<bool[]> needs(new bool[n->edges.size()]);
-    for (std::size_t i = 0; i < n->edges.size(); ++i) needs[i] = !n->edges[i].empty();
+    SmallVec<bool, 8> needs;
+    for (const GradEdge& e : n->edges) needs.push_back(!e.empty());
     std::vector<AnyTensor> gin = n->op->grad(ops::GradArgs{*n->op, n->inputs, n->outputs, gout, n->attrs,
-                                                           std::span<const bool>(needs.get(), n->edges.size())});
+                                                           std::span<const bool>(needs.data(), needs.size())});
     MS_CHECK(gin.size() == n->inputs.size(), GraphError, "backward: the gradient rule of '{}' returned {} gradients for {} inputs",
              n->op->name, gin.size(), n->inputs.size());
     for (std::size_t i = 0; i < gin.size(); ++i) {

@@ -86,8 +86,8 @@ class Graph {
     values_[v].data = t;
     return v;
   }
-  /// Appends a node; infers its outputs' metas with the op's inference. Returns the output ids.
-  std::vector<ValueId> add_node(const ops::OpDef& op, std::vector<ValueId> inputs, ops::Attrs attrs = {}) {
+  /// The output metas of `op` on these input values (the op's own inference).
+  ops::MetaList infer_outputs(const ops::OpDef& op, const std::vector<ValueId>& inputs, const ops::Attrs& attrs) const {
     SmallVec<ops::TensorMeta, 4> in;
     for (ValueId v : inputs) {
       check_id(v);
@@ -95,6 +95,11 @@ class Graph {
     }
     ops::MetaList out;
     op.infer(op, std::span<const ops::TensorMeta>(in.data(), in.size()), attrs, out);
+    return out;
+  }
+  /// Appends a node; infers its outputs' metas with the op's inference. Returns the output ids.
+  std::vector<ValueId> add_node(const ops::OpDef& op, std::vector<ValueId> inputs, ops::Attrs attrs = {}) {
+    const ops::MetaList out = infer_outputs(op, inputs, attrs);
     return add_node_with_metas(op, std::move(inputs), std::move(attrs), out);
   }
   /// Appends a node whose output metas are already known (capture, fusion).

@@ -202,10 +202,7 @@ class GraphOpBuilder final : public ops::OpBuilder {
   GraphOpBuilder(Graph& g, std::size_t pos) : g_(g), pos_(pos) {}
   ops::TensorMeta meta(std::int32_t v) const override { return g_.value(v).meta; }
   std::vector<std::int32_t> node(const ops::OpDef& op, std::vector<std::int32_t> in, ops::Attrs attrs) override {
-    SmallVec<ops::TensorMeta, 4> im;
-    for (ValueId v : in) im.push_back(g_.value(v).meta);
-    ops::MetaList out;
-    op.infer(op, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs, out);
+    const ops::MetaList out = g_.infer_outputs(op, in, attrs);
     auto outs = g_.insert_node_before(pos_++, op, std::move(in), std::move(attrs),
                                       std::span<const ops::TensorMeta>(out.data(), out.size()));
     return {outs.begin(), outs.end()};
