@@ -153,7 +153,7 @@ TEST_CASE("Generator: copies save and restore the state", "[random]") {
   CHECK(p.normal() == q.normal());
 }
 
-TEST_CASE("default_generator: manual_seed restarts it; it is shared and locked", "[random]") {
+TEST_CASE("default_generator: manual_seed restarts it, it is shared and locked", "[random]") {
   ms::manual_seed(42);
   CHECK(ms::default_generator()->initial_seed() == 42);
   CHECK(ms::default_generator()->next_u64() == 0x15780b2e0c2ec716ull);

@@ -71,7 +71,7 @@ TEST_CASE("tensor: a ragged nested list is an error", "[core][tensor]") {
                         "[ms.shape_error] tensor: ragged nested list (row of length 2 where 1 was expected)");
 }
 
-TEST_CASE("tensor: empty() checks its shape; typed handles check their dtype", "[core][tensor]") {
+TEST_CASE("tensor: empty() checks its shape, typed handles check their dtype", "[core][tensor]") {
   MS_REQUIRE_THROWS_MSG(AnyTensor::empty(Shape{2, -1}, DType::f32), ms::ShapeError,
                         "[ms.shape_error] empty: negative dimension in shape (2, -1)");
   // Two negative dims multiply to a positive count; still an error.

@@ -128,7 +128,7 @@ TEST_CASE("fuse_epilogue: sum, mean, max and min over trailing axes of an elemen
   ms_test::require_values(r, expect, 1e-6);
 }
 
-TEST_CASE("fuse_epilogue: a fused max propagates NaN; leading-axis reductions stay unfused", "[graph][fusion]") {
+TEST_CASE("fuse_epilogue: a fused max propagates NaN, leading-axis reductions stay unfused", "[graph][fusion]") {
   auto fn = [](const Tensor<float>& x) { return ms::max(x * 2.0f, {1}); };
   Tensor<float> x{{1.0f, 5.0f, -2.0f}, {3.0f, static_cast<float>(ms_test::kNaN), 4.0f}};
   backend::Executable exe = compile_with(fn, true, x);

@@ -78,7 +78,7 @@ TEST_CASE("jit: traces once per input signature and replays afterwards", "[graph
   CHECK(same_bits(yb, body(b)));
 }
 
-TEST_CASE("jit: the cache is bounded; evicted signatures trace again", "[graph]") {
+TEST_CASE("jit: the cache is bounded, evicted signatures trace again", "[graph]") {
   int calls = 0;
   auto f = ms::jit(
       [&calls](const Tensor<float>& x) {

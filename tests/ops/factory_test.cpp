@@ -53,7 +53,7 @@ TEMPLATE_TEST_CASE("fill: zeros, ones, full for every storage dtype", "[op]", fl
   CHECK(ms::ones<T>({0, 5}).numel() == 0);
 }
 
-TEST_CASE("fill: values beyond 2^53 stay exact; fractional and half values", "[op]") {
+TEST_CASE("fill: values beyond 2^53 stay exact, fractional and half values", "[op]") {
   const std::int64_t big = (std::int64_t{1} << 62) + 1;
   CHECK(ms::full<std::int64_t>({2}, big).to_vector() == std::vector<std::int64_t>{big, big});
   CHECK(ms::full<std::int64_t>({1}, std::numeric_limits<std::int64_t>::min()).to_vector()[0] ==
@@ -221,7 +221,7 @@ TEST_CASE("rand/randn/randint: pinned values after manual_seed(42)", "[op][rando
   CHECK(ms::randint(0, 2, {2}).dtype() == DType::i64);
 }
 
-TEST_CASE("random ops draw when the kernel runs; a seed attribute pins them", "[op][random]") {
+TEST_CASE("random ops draw when the kernel runs, a seed attribute pins them", "[op][random]") {
   using namespace ms::ops;
   Attrs attrs{{"shape", IntList{8}}, {"dtype", DType::f32}};
   ms::manual_seed(123);

@@ -479,7 +479,7 @@ TEST_CASE("dropout: masks, scaling, seeds, eval mode", "[nn][dropout]") {
 
 // ---- embedding ----------------------------------------------------------------------------------------------------
 
-TEST_CASE("embedding picks rows; out-of-range indices are IndexErrors", "[nn][embedding]") {
+TEST_CASE("embedding picks rows, out-of-range indices are IndexErrors", "[nn][embedding]") {
   Tensor<float> w = random<float>({5, 3}, 80);
   Tensor<i64> idx{{4, 0, 4}, {2, 1, 3}};
   Tensor<float> y = ms::embedding(w, idx);
