@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include <Eigen/Core>
@@ -59,7 +60,7 @@ ms::AnyTensor formula_ms(const ms::AnyTensor& x) {
   return o::sub(o::mul(o::tanh(o::add(o::mul(x, 0.5), 0.1)), 1.5), o::div(x, o::add(1.0, o::exp(x))));
 }
 
-ms::backend::Executable compile_formula(std::int64_t n, int opt_level) {
+ms::backend::Executable compile_formula(std::int64_t n, int opt_level, bool codegen = false) {
   ms::AnyTensor x = ms::AnyTensor::empty(ms::Shape{n}, ms::DType::f32);
   std::fill_n(static_cast<float*>(x.raw_data()), n, 0.0f);
   ms::graph::Capture cap;
@@ -68,6 +69,7 @@ ms::backend::Executable compile_formula(std::int64_t n, int opt_level) {
   cap.output(y);
   ms::backend::CompileOptions opt;
   opt.passes.opt_level = opt_level;
+  opt.codegen = codegen;
   return ms::backend::compile(cap.finish(), opt);
 }
 
@@ -102,6 +104,19 @@ void ms_fused(benchmark::State& state) {
   ms::set_num_threads(static_cast<int>(state.range(1)));
   ms::backend::Executable exe = compile_formula(n, 2);
   if (exe.graph().count("fused") != 1 || exe.num_steps() != 1) state.SkipWithError("the chain did not fuse into one node");
+  const ms::AnyTensor in[1] = {as_tensor(make_input(n))};
+  for (auto _ : state) {
+    auto out = exe.run(in);
+    benchmark::DoNotOptimize(out[0].raw_data());
+  }
+  set_counters(state, n);
+}
+
+void ms_codegen(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  ms::set_num_threads(static_cast<int>(state.range(1)));
+  ms::backend::Executable exe = compile_formula(n, 2, true);
+  if (exe.codegen_kernels() != 1 || exe.num_steps() != 1) state.SkipWithError("the chain did not compile into one kernel");
   const ms::AnyTensor in[1] = {as_tensor(make_input(n))};
   for (auto _ : state) {
     auto out = exe.run(in);
@@ -188,6 +203,7 @@ void args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(ms_fused)->Apply(args);
+BENCHMARK(ms_codegen)->Apply(args);
 BENCHMARK(xsimd_hand)->Apply(args);
 BENCHMARK(hand_same_math)->Apply(args);
 BENCHMARK(eigen_array)->Apply(args);
@@ -219,6 +235,11 @@ void sanity_check() {
   std::printf("fused_chain: max |ours - hand-fused xsimd| = %g\n", max_diff([](B v) { return formula_simd(v); }));
   std::printf("fused_chain: max |ours - hand-fused same math| = %g\n",
               max_diff([](B v) { return formula_same_math(v); }));
+  // Generated code must give the interpreter's bits.
+  ms::backend::Executable gen = compile_formula(n, 2, true);
+  ms::AnyTensor yg = gen.run(in)[0];
+  std::printf("fused_chain: generated kernels %d, bit-identical to the interpreter: %s\n", gen.codegen_kernels(),
+              std::memcmp(y.raw_data(), yg.raw_data(), static_cast<std::size_t>(n) * 4) == 0 ? "yes" : "NO");
 }
 
 void print_plans() {
@@ -244,6 +265,13 @@ int main(int argc, char** argv) {
   ms_bench::compare("ms_fused", "torch_eager", "fused_vs_torch_eager");
 #endif
   ms_bench::compare("ms_fused", "ms_unfused", "fused_vs_unfused");
+  ms_bench::compare("ms_codegen", "xsimd_hand", "codegen_vs_xsimd_hand");
+  ms_bench::compare("ms_codegen", "hand_same_math", "codegen_vs_hand_same_math");
+  ms_bench::compare("ms_codegen", "eigen_array", "codegen_vs_eigen");
+#ifdef MS_HAVE_TORCH
+  ms_bench::compare("ms_codegen", "torch_eager", "codegen_vs_torch_eager");
+#endif
+  ms_bench::compare("ms_codegen", "ms_fused", "codegen_vs_interpreter");
   int rc = ms_bench::main(argc, argv);
   print_plans();
   return rc;

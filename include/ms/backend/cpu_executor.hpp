@@ -12,6 +12,7 @@
 #include "../graph/passes.hpp"
 #include "../ops/inplace.hpp"
 #include "../ops/views.hpp"
+#include "cpu_codegen.hpp"
 #include "memory_plan.hpp"
 
 namespace ms::backend {
@@ -27,6 +28,10 @@ struct CompileOptions {
   /// parameter's storage (an optimizer's m, v and weight updates), when nothing reads the
   /// parameter's old value afterwards; the copy_ then has nothing to do.
   bool elide_writeback = true;
+  /// Compile the fused elementwise programs into one loop each with the system compiler
+  /// (backend/cpu_codegen.hpp) instead of running them on the block interpreter. Off
+  /// unless the environment sets MS_CPU_CODEGEN=1.
+  bool codegen = codegen_default();
 };
 
 class Executable {
@@ -98,6 +103,8 @@ class Executable {
   const graph::Graph& graph() const { return graph_; }
   const MemoryPlan& memory_plan() const { return plan_; }
   const graph::PassReport& pass_report() const { return report_; }
+  /// Fused nodes that run generated code (CompileOptions::codegen).
+  int codegen_kernels() const { return codegen_kernels_; }
   std::size_t num_steps() const { return steps_.size(); }
   /// Bytes of the arena holding every intermediate.
   std::size_t arena_bytes() const { return plan_.peak; }
@@ -180,6 +187,7 @@ class Executable {
 
   graph::Graph graph_;
   graph::PassReport report_;
+  int codegen_kernels_ = 0;
   ops::OpCallInfo info(const Step& s) const {
     return ops::OpCallInfo{s.label, s.node->name, id_, 0, "cpu"};
   }
@@ -267,6 +275,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   graph::verify(g);
   ex.graph_ = std::move(g);
   graph::Graph& G = ex.graph_;
+  if (opt.codegen) ex.codegen_kernels_ = generate_fused_kernels(G);
   const auto& nodes = G.nodes();
   const std::size_t nv = G.values().size();
   ex.current_.assign(nv, AnyTensor());

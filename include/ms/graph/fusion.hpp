@@ -56,6 +56,23 @@ struct FusedProgram {
   Shape eval_shape;
   std::int64_t reduce_inner = 1;
 
+  /// The program as built, before fold_scalar_steps: one entry per member op (src and dst
+  /// numbered as in FusedInstr), for the CPU code generator (backend/cpu_codegen.hpp).
+  struct SourceInstr {
+    const ops::OpDef* op = nullptr;
+    int nin = 0;
+    int src[ops::kMaxArity] = {};
+    int dst = -1;
+    double params[ops::kMaxElementwiseParams] = {};
+  };
+  std::vector<SourceInstr> source;
+  /// Set by the code generator: the whole program compiled into one loop, with the block
+  /// kernel's signature and the instruction list's results. Used where external input k
+  /// is a broadcast scalar exactly when bit k of compiled_scalars is set (always, in the
+  /// graph it was compiled for; anything else runs the instruction list).
+  ops::BlockFn compiled = nullptr;
+  std::uint64_t compiled_scalars = 0;
+
   /// An elementwise program alone (no GEMM producer, no reduction): it reads each input
   /// element at the output element's index, so it may write over an input it reads.
   bool plain() const { return !producer && reduce == Reduce::none; }
@@ -90,9 +107,10 @@ struct FusedProgram {
   struct Sources {
     SmallVec<Src, 8> srcs;
     int ngather = 0;
+    bool use_compiled = false;  ///< the inputs match the compiled kernel's scalar pattern
   };
 
-  static Sources sources(std::span<const AnyTensor> in, const Shape& os) {
+  Sources sources(std::span<const AnyTensor> in, const Shape& os) const {
     Sources r;
     const int rank = os.rank();
     for (const AnyTensor& t : in) {
@@ -112,6 +130,12 @@ struct FusedProgram {
         }
       }
       r.srcs.push_back(s);
+    }
+    if (compiled && r.srcs.size() <= 64) {
+      std::uint64_t scalars = 0;
+      for (std::size_t j = 0; j < r.srcs.size(); ++j)
+        if (r.srcs[j].mode == 0) scalars |= std::uint64_t{1} << j;
+      r.use_compiled = scalars == compiled_scalars;
     }
     return r;
   }
@@ -149,6 +173,10 @@ struct FusedProgram {
         sc.ext_st[j] = 1;
       }
     }
+    if (src.use_compiled) {
+      compiled(sc.ext.data(), sc.ext_st.data(), dst, len, nullptr);
+      return;
+    }
     for (const FusedInstr& ins : instrs) {
       const void* p[ops::kMaxArity];
       std::int64_t st[ops::kMaxArity];
@@ -172,6 +200,17 @@ struct FusedProgram {
     char* obase = static_cast<char*>(out.raw_data());
     const std::int64_t oesize = static_cast<std::int64_t>(dtype_size(out.dtype()));
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      if (src.use_compiled && src.ngather == 0) {  // one loop over the thread's whole range
+        SmallVec<const void*, 8> ext(src.srcs.size(), nullptr);
+        SmallVec<std::int64_t, 8> st(src.srcs.size(), 1);
+        for (std::size_t j = 0; j < src.srcs.size(); ++j) {
+          const Src& s = src.srcs[j];
+          ext[j] = s.mode == 0 ? s.base : s.base + b * static_cast<std::int64_t>(s.esize);
+          st[j] = s.mode == 0 ? 0 : 1;
+        }
+        compiled(ext.data(), st.data(), obase + b * oesize, e - b, nullptr);
+        return;
+      }
       Scratch sc = scratch(src, false);
       for (std::int64_t i = b; i < e; i += kBlock) eval_block(src, os, i, std::min(kBlock, e - i), sc, obase + i * oesize);
     }, kBlock);
@@ -518,6 +557,16 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
     prog->members.push_back(std::string(m.op->name));
   }
   prog->out_meta = g.value(root_out).meta;
+  for (std::size_t ii = 0; ii < members.size(); ++ii) {
+    const FusedInstr& ins = prog->instrs[ii];
+    FusedProgram::SourceInstr si;
+    si.op = nodes[members[ii]].op;
+    si.nin = ins.nin;
+    std::copy(ins.src, ins.src + ops::kMaxArity, si.src);
+    si.dst = ins.dst;
+    std::copy(ins.params, ins.params + ops::kMaxElementwiseParams, si.params);
+    prog->source.push_back(si);
+  }
   fold_scalar_steps(g, members, *prog);
   return prog;
 }
@@ -678,9 +727,13 @@ inline int fuse_epilogues(Graph& g) {
       // Renumber the program's external inputs: the GEMM result first, the others after it.
       std::vector<int> pos(ext.size());
       for (std::size_t k = 0, next = 1; k < ext.size(); ++k) pos[k] = k == e ? 0 : static_cast<int>(next++);
-      for (FusedInstr& ins : prog->instrs)
-        for (int a = 0; a < ins.nin; ++a)
-          if (ins.src[a] < 0) ins.src[a] = -(pos[static_cast<std::size_t>(-ins.src[a] - 1)] + 1);
+      auto renumber = [&](auto& list) {
+        for (auto& ins : list)
+          for (int a = 0; a < ins.nin; ++a)
+            if (ins.src[a] < 0) ins.src[a] = -(pos[static_cast<std::size_t>(-ins.src[a] - 1)] + 1);
+      };
+      renumber(prog->instrs);
+      renumber(prog->source);
       std::vector<ValueId> inputs = pn.inputs;
       for (std::size_t k = 0; k < ext.size(); ++k)
         if (k != e) inputs.push_back(ext[k]);

@@ -58,7 +58,7 @@ inline constexpr DTypeSet kBoolOnly{DType::b8};
 
 #define MS_BINARY(NAME, F, Types, Cmp, FLOPS, DOC)                                                         \
   namespace ops {                                                                                          \
-  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 2, Types, Cmp>({.name = #NAME, .doc = DOC, .flops = FLOPS})); \
+  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 2, Types, Cmp>({.name = #NAME, .doc = DOC, .flops = FLOPS, .formula = "ms::ops::fx::" #F})); \
   inline AnyTensor NAME(const AnyTensor& a, const AnyTensor& b) { return call1(NAME##_op, {a, b}); }       \
   inline AnyTensor NAME(const AnyTensor& a, double b) { return NAME(a, scalar_tensor(b, a.dtype(), #NAME)); } \
   inline AnyTensor NAME(double a, const AnyTensor& b) { return NAME(scalar_tensor(a, b.dtype(), #NAME), b); } \
@@ -83,7 +83,7 @@ MS_BINARY(logical_or, LogicalOr, ops::kBoolOnly, false, 1, "a or b (bool)")
 
 namespace ops {
 // pow with a tensor exponent; a scalar exponent goes to pow_scalar (ops/unary.hpp).
-MS_REGISTRATION(const OpDef& pow_op, register_elementwise<fx::Pow, 2, kNumericTypes>({.name = "pow", .doc = "a ^ b", .flops = 10}));
+MS_REGISTRATION(const OpDef& pow_op, register_elementwise<fx::Pow, 2, kNumericTypes>({.name = "pow", .doc = "a ^ b", .flops = 10, .formula = "ms::ops::fx::Pow"}));
 inline AnyTensor pow(const AnyTensor& a, const AnyTensor& b) { return call1(pow_op, {a, b}); }
 inline AnyTensor pow(double a, const AnyTensor& b) { return pow(scalar_tensor(a, b.dtype(), "pow"), b); }
 }  // namespace ops

@@ -668,6 +668,7 @@ struct ElementwiseSpec {
   std::string nondiff_reason;
   std::vector<std::string> attr_names;
   ParamsFn params = nullptr;
+  std::string formula;  ///< F's qualified name, for generated code (ElementwiseInfo::formula)
 };
 
 template <class F, int Arity, DTypeSet Types, bool Compare = false>
@@ -685,6 +686,7 @@ OpDef make_elementwise_op(ElementwiseSpec s) {
   d.attr_names = std::move(s.attr_names);
   d.elementwise.params = s.params;
   d.elementwise.flops_per_element = s.flops;
+  if (!Compare) d.elementwise.formula = std::move(s.formula);
   detail::fill_block_table<F, Arity, Compare, Types>(d.elementwise.block);
   if constexpr (Arity == 1 && !Compare) {
     if constexpr (Types.contains(DType::f32))

@@ -246,6 +246,10 @@ struct ElementwiseInfo {
   ParamsFn params = nullptr;
   int dispatch_input = 0;     ///< which input's dtype selects the block function
   double flops_per_element = 1;
+  /// The qualified name of the op's functor ("ms::ops::fx::Exp"), constructed from the
+  /// params array, for the CPU code generator (backend/cpu_codegen.hpp); empty when the
+  /// functor cannot be named from generated code (custom ops).
+  std::string formula;
 };
 
 /// What an op's expansion (OpDef::expand) builds with: nodes of other registered ops and

@@ -108,7 +108,7 @@ inline constexpr DTypeSet kSignedNumeric{DType::f32, DType::f64, DType::i32, DTy
 
 #define MS_UNARY(NAME, F, Types, FLOPS, DOC)                                                        \
   namespace ops {                                                                                   \
-  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 1, Types>({.name = #NAME, .doc = DOC, .flops = FLOPS})); \
+  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 1, Types>({.name = #NAME, .doc = DOC, .flops = FLOPS, .formula = "ms::ops::fx::" #F})); \
   inline AnyTensor NAME(const AnyTensor& x) { return call1(NAME##_op, {x}); }                       \
   }                                                                                                 \
   template <Element T>                                                                              \
@@ -150,19 +150,19 @@ MS_UNARY(logical_not, LogicalNot, DTypeSet{DType::b8}, 1, "not x (bool)")
 namespace ops {
 MS_REGISTRATION(const OpDef& leaky_relu_op, register_elementwise<fx::LeakyRelu, 1, kFloatTypes>(
     {.name = "leaky_relu", .doc = "x if x > 0 else slope * x", .flops = 2, .attr_names = {"slope"},
-     .params = [](const Attrs& a, double* p) { p[0] = a.f("slope", 0.01); }}));
+     .params = [](const Attrs& a, double* p) { p[0] = a.f("slope", 0.01); }, .formula = "ms::ops::fx::LeakyRelu"}));
 MS_REGISTRATION(const OpDef& elu_op, register_elementwise<fx::Elu, 1, kFloatTypes>(
     {.name = "elu", .doc = "x if x > 0 else alpha * (e^x - 1)", .flops = 10, .attr_names = {"alpha"},
-     .params = [](const Attrs& a, double* p) { p[0] = a.f("alpha", 1.0); }}));
+     .params = [](const Attrs& a, double* p) { p[0] = a.f("alpha", 1.0); }, .formula = "ms::ops::fx::Elu"}));
 MS_REGISTRATION(const OpDef& clamp_op, register_elementwise<fx::Clamp, 1, kNumericTypes>(
     {.name = "clamp", .doc = "min(max(x, lo), hi)", .flops = 2, .attr_names = {"lo", "hi"},
      .params = [](const Attrs& a, double* p) {
        p[0] = a.f("lo", -std::numeric_limits<double>::infinity());
        p[1] = a.f("hi", std::numeric_limits<double>::infinity());
-     }}));
+     }, .formula = "ms::ops::fx::Clamp"}));
 MS_REGISTRATION(const OpDef& pow_scalar_op, register_elementwise<fx::PowScalar, 1, kNumericTypes>(
     {.name = "pow_scalar", .doc = "x ^ exponent (a scalar)", .flops = 10, .attr_names = {"exponent"},
-     .params = [](const Attrs& a, double* p) { p[0] = a.f("exponent"); }}));
+     .params = [](const Attrs& a, double* p) { p[0] = a.f("exponent"); }, .formula = "ms::ops::fx::PowScalar"}));
 
 inline AnyTensor leaky_relu(const AnyTensor& x, double slope = 0.01) {
   return call1(leaky_relu_op, {x}, Attrs{{"slope", slope}});
