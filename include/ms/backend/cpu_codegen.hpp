@@ -21,8 +21,9 @@
 // * Cache: objects are kept under MS_CODEGEN_CACHE (default $XDG_CACHE_HOME/ms-kernels,
 //   else ~/.cache/ms-kernels), named by a hash of the source, compiler and flags, and
 //   written atomically (temporary file, then rename): a second compile of the same graph,
-//   in this process or another, loads the object without compiling. The .cpp is kept next
-//   to it for reading.
+//   in this process or another, loads the object without compiling. The hash also covers
+//   the ms headers' contents, the xsimd and Eigen versions and the compiler's version, so an
+//   upgrade never loads a stale object. The .cpp is kept next to it for reading.
 // * Compiler: MS_CODEGEN_CXX (default g++, or clang++ when this unit is compiled by clang),
 //   with MS_CODEGEN_FLAGS appended (e.g. -I for an Eigen outside /usr/include/eigen3).
 //   A failing compile throws BackendError with the command and the compiler's messages.
@@ -34,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -232,6 +234,39 @@ inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393466
   return h;
 }
 
+/// What else the generated code depends on, for the cache key: the contents of every ms
+/// header (the ops' formulas live there), the xsimd and Eigen versions, and the version the
+/// compiler reports. Computed once per process and compiler.
+inline std::string fingerprint(const Toolchain& tc) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = known.find(tc.cxx); it != known.end()) return it->second;
+  namespace fs = std::filesystem;
+  const fs::path ms_dir = fs::path(__FILE__).parent_path().parent_path();
+  std::vector<fs::path> headers;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(ms_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file()) headers.push_back(it->path());
+  std::sort(headers.begin(), headers.end());
+  std::uint64_t h = fnv1a(fmt::format("xsimd {}.{}.{} eigen {}.{}.{}", XSIMD_VERSION_MAJOR, XSIMD_VERSION_MINOR,
+                                      XSIMD_VERSION_PATCH, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION));
+  for (const fs::path& p : headers) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream text;
+    text << f.rdbuf();
+    h = fnv1a(p.lexically_relative(ms_dir).string() + "\n" + text.str(), h);
+  }
+  std::string version;
+  if (FILE* pipe = ::popen((tc.cxx + " -dumpfullversion -dumpversion 2>/dev/null").c_str(), "r")) {
+    char buf[128];
+    while (std::fgets(buf, sizeof buf, pipe)) version += buf;
+    ::pclose(pipe);
+  }
+  return known[tc.cxx] = fmt::format("{:016x} {}", h, version);
+}
+
 /// Writes `text` to `path` through a temporary file and a rename.
 inline void write_atomically(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path tmp = path.string() + fmt::format(".{}.tmp", ::getpid());
@@ -251,7 +286,7 @@ inline void* load_or_compile(const std::string& source) {
   static std::mutex mu;
   static std::unordered_map<std::uint64_t, void*> loaded;
   const Toolchain tc = toolchain();
-  const std::uint64_t key = fnv1a(source, fnv1a(tc.cxx + "\n" + tc.flags + "\n"));
+  const std::uint64_t key = fnv1a(source, fnv1a(tc.cxx + "\n" + tc.flags + "\n" + fingerprint(tc) + "\n"));
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(key); it != loaded.end()) return it->second;
   std::error_code ec;
