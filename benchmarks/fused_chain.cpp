@@ -2,7 +2,9 @@
 // floats with 1 and 2 threads. Ours: the formula written with ms ops, captured and
 // compiled (fusion makes it one node that evaluates 256-element blocks in L1, in two
 // passes: tanh with its scalar steps, then exp with a scalar and two binary steps), then
-// replayed. Peers in the same run:
+// replayed. ms_codegen: the same graph compiled with CompileOptions::codegen (the fused
+// program generated as C++ and compiled into one loop, cached under MS_CODEGEN_CACHE; the
+// first run compiles it, in a few seconds before the timing starts). Peers in the same run:
 //   xsimd_hand   a hand-fused loop over xsimd::batch<float> (one pass, the same formula),
 //   hand_same_math  the same loop with ms's own tanh and exp (ms::simd::tanh is Eigen's
 //                rational tanh for floats, ms::simd::exp is xsimd's): what a one-pass loop
@@ -12,7 +14,7 @@
 //   torch_eager  LibTorch eager ops (when built with MS_HAVE_TORCH).
 // Also ms_unfused (the same graph at opt_level 1: eight kernels, for reference).
 // Bandwidth counts 8 bytes per element (read x, write y). Targets: ours >= 0.9x the
-// hand-fused xsimd loop and >= 1.0x Eigen. Also prints the planned arena peak over its
+// hand-fused xsimd loop and >= 1.0x Eigen (ratios printed for both ms_fused and ms_codegen). Also prints the planned arena peak over its
 // lower bound for the benchmark graphs (target <= 1.1).
 //
 // Prints Google Benchmark's table, then `name value unit` lines and `ratio` lines
