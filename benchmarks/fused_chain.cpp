@@ -260,19 +260,16 @@ void print_plans() {
 int main(int argc, char** argv) {
   sanity_check();
   ms_bench::counter_unit("GBps", "GB/s");
-  ms_bench::compare("ms_fused", "xsimd_hand", "fused_vs_xsimd_hand");
-  ms_bench::compare("ms_fused", "hand_same_math", "fused_vs_hand_same_math");
-  ms_bench::compare("ms_fused", "eigen_array", "fused_vs_eigen");
+  for (const std::string tag : {"fused", "codegen"}) {  // the interpreter, then generated code
+    const std::string ours = "ms_" + tag;
+    ms_bench::compare(ours, "xsimd_hand", tag + "_vs_xsimd_hand");
+    ms_bench::compare(ours, "hand_same_math", tag + "_vs_hand_same_math");
+    ms_bench::compare(ours, "eigen_array", tag + "_vs_eigen");
 #ifdef MS_HAVE_TORCH
-  ms_bench::compare("ms_fused", "torch_eager", "fused_vs_torch_eager");
+    ms_bench::compare(ours, "torch_eager", tag + "_vs_torch_eager");
 #endif
+  }
   ms_bench::compare("ms_fused", "ms_unfused", "fused_vs_unfused");
-  ms_bench::compare("ms_codegen", "xsimd_hand", "codegen_vs_xsimd_hand");
-  ms_bench::compare("ms_codegen", "hand_same_math", "codegen_vs_hand_same_math");
-  ms_bench::compare("ms_codegen", "eigen_array", "codegen_vs_eigen");
-#ifdef MS_HAVE_TORCH
-  ms_bench::compare("ms_codegen", "torch_eager", "codegen_vs_torch_eager");
-#endif
   ms_bench::compare("ms_codegen", "ms_fused", "codegen_vs_interpreter");
   int rc = ms_bench::main(argc, argv);
   print_plans();
