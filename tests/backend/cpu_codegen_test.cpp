@@ -340,6 +340,16 @@ TEST_CASE("cpu codegen: kernels are cached by content, and a failing compiler is
       CHECK(std::string(e.what()).find("-fno-such-option-anywhere") != std::string::npos);
     }
   }
+  // Headers that are not where MS_CODEGEN_INCLUDE says: an IOError that names the variable.
+  {
+    EnvGuard inc("MS_CODEGEN_INCLUDE", (dir / "nowhere").string());
+    try {
+      (void)backend::compile(trace(fn, in), opt);
+      FAIL("no IOError");
+    } catch (const ms::IOError& e) {
+      CHECK(std::string(e.what()).find("set MS_CODEGEN_INCLUDE") != std::string::npos);
+    }
+  }
   // Without code generation nothing is compiled at all.
   const int compiles = backend::codegen_stats().compiles;
   backend::CompileOptions off;

@@ -25,7 +25,8 @@
 //   the ms headers' contents, the xsimd and Eigen versions and the compiler's version, so an
 //   upgrade never loads a stale object. The .cpp is kept next to it for reading.
 // * Compiler: MS_CODEGEN_CXX (default g++, or clang++ when this unit is compiled by clang),
-//   with MS_CODEGEN_FLAGS appended (e.g. -I for an Eigen outside /usr/include/eigen3).
+//   with MS_CODEGEN_FLAGS appended (e.g. -I for an Eigen outside /usr/include/eigen3);
+//   MS_CODEGEN_INCLUDE overrides where the ms headers are (by default next to this file).
 //   A failing compile throws BackendError with the command and the compiler's messages.
 // * Covered: programs whose members are registered unary/binary arithmetic ops (not
 //   comparisons, not custom ops) on one float dtype, in every form (plain, GEMM epilogue,
@@ -173,8 +174,13 @@ inline Toolchain toolchain() {
   t.cxx = env_or("MS_CODEGEN_CXX", "g++");
 #endif
   namespace fs = std::filesystem;
-  // This header is <include>/ms/backend/cpu_codegen.hpp.
-  const fs::path include = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  // This header is <include>/ms/backend/cpu_codegen.hpp (unless MS_CODEGEN_INCLUDE says
+  // where the ms headers are: a program built with a relative -I and run elsewhere).
+  const fs::path include =
+      env_or("MS_CODEGEN_INCLUDE", fs::path(__FILE__).parent_path().parent_path().parent_path().string());
+  MS_CHECK(fs::exists(include / "ms" / "ops" / "binary.hpp"), IOError,
+           "cpu codegen: the ms headers are not under {}; set MS_CODEGEN_INCLUDE to the directory that holds ms/",
+           include.string());
   std::string f;
 #if defined(__STRICT_ANSI__)
   f += "-std=c++20 -ffp-contract=off";
