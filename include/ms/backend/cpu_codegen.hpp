@@ -100,7 +100,7 @@ inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next,
   for (std::size_t k = 0; k < p.source.size(); ++k) {
     const auto& si = p.source[k];
     std::vector<std::string> ps;
-    for (double d : si.params) ps.push_back(literal(d));
+    for (int j = 0; j < ops::kMaxElementwiseParams; ++j) ps.push_back(literal(si.params[j]));
     s += fmt::format("  static constexpr double p{}[] = {{{}}};\n  const {} f{}{{p{}}};\n", k, fmt::join(ps, ", "),
                      si.op->elementwise.formula, k, k);
   }
@@ -158,6 +158,7 @@ inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next,
 struct Toolchain {
   std::string cxx;
   std::string flags;
+  std::filesystem::path include;  ///< the directory holding ms/
   std::filesystem::path cache;
 };
 
@@ -176,7 +177,7 @@ inline Toolchain toolchain() {
   namespace fs = std::filesystem;
   // This header is <include>/ms/backend/cpu_codegen.hpp (unless MS_CODEGEN_INCLUDE says
   // where the ms headers are: a program built with a relative -I and run elsewhere).
-  const fs::path include =
+  const fs::path include = t.include =
       env_or("MS_CODEGEN_INCLUDE", fs::path(__FILE__).parent_path().parent_path().parent_path().string());
   MS_CHECK(fs::exists(include / "ms" / "ops" / "binary.hpp"), IOError,
            "cpu codegen: the ms headers are not under {}; set MS_CODEGEN_INCLUDE to the directory that holds ms/",
@@ -242,14 +243,15 @@ inline std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393466
 
 /// What else the generated code depends on, for the cache key: the contents of every ms
 /// header (the ops' formulas live there), the xsimd and Eigen versions, and the version the
-/// compiler reports. Computed once per process and compiler.
+/// compiler reports. Computed once per process, header directory and compiler.
 inline std::string fingerprint(const Toolchain& tc) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::string> known;
+  const std::string id = tc.include.string() + "\n" + tc.cxx;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = known.find(tc.cxx); it != known.end()) return it->second;
+  if (auto it = known.find(id); it != known.end()) return it->second;
   namespace fs = std::filesystem;
-  const fs::path ms_dir = fs::path(__FILE__).parent_path().parent_path();
+  const fs::path ms_dir = tc.include / "ms";
   std::vector<fs::path> headers;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(ms_dir, ec); !ec && it != fs::recursive_directory_iterator();
@@ -270,19 +272,28 @@ inline std::string fingerprint(const Toolchain& tc) {
     while (std::fgets(buf, sizeof buf, pipe)) version += buf;
     ::pclose(pipe);
   }
-  return known[tc.cxx] = fmt::format("{:016x} {}", h, version);
+  return known[id] = fmt::format("{:016x} {}", h, version);
 }
 
 /// Writes `text` to `path` through a temporary file and a rename.
 inline void write_atomically(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path tmp = path.string() + fmt::format(".{}.tmp", ::getpid());
+  std::error_code ec;
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << text;
     f.close();
-    MS_CHECK(f.good(), IOError, "cpu codegen: cannot write {}", tmp.string());
+    if (!f.good()) {
+      std::filesystem::remove(tmp, ec);
+      MS_THROW(IOError, "cpu codegen: cannot write {}", tmp.string());
+    }
   }
-  std::filesystem::rename(tmp, path);
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    MS_THROW(IOError, "cpu codegen: cannot move {} into place as {} ({})", tmp.string(), path.string(), why);
+  }
 }
 
 /// The shared object built from `source`: loaded from the cache or compiled into it. The
@@ -331,7 +342,11 @@ inline void* load_or_compile(const std::string& source) {
                "(MS_CPU_CODEGEN=0) to use the block interpreter.",
                rc, cmd, messages);
     }
-    fs::rename(tmp, so);
+    fs::rename(tmp, so, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      MS_THROW(IOError, "cpu codegen: cannot move the compiled object into place as {}", so.string());
+    }
     compile_count()++;
     h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     MS_CHECK(h, BackendError, "cpu codegen: cannot load {}: {}", so.string(), ::dlerror());

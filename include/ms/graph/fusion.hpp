@@ -18,6 +18,7 @@ namespace ms::graph {
 
 /// One step of a fused program: dst = fn(src...), over one block.
 struct FusedInstr {
+  const ops::OpDef* op = nullptr;  ///< the member op (for a folded instruction, its unary op)
   ops::BlockFn fn = nullptr;
   int nin = 0;
   int src[ops::kMaxArity] = {};  ///< >= 0: temp buffer index; < 0: external input -(k + 1)
@@ -56,16 +57,9 @@ struct FusedProgram {
   Shape eval_shape;
   std::int64_t reduce_inner = 1;
 
-  /// The program as built, before fold_scalar_steps: one entry per member op (src and dst
-  /// numbered as in FusedInstr), for the CPU code generator (backend/cpu_codegen.hpp).
-  struct SourceInstr {
-    const ops::OpDef* op = nullptr;
-    int nin = 0;
-    int src[ops::kMaxArity] = {};
-    int dst = -1;
-    double params[ops::kMaxElementwiseParams] = {};
-  };
-  std::vector<SourceInstr> source;
+  /// The instructions as built, one per member op, before fold_scalar_steps merged some:
+  /// what the CPU code generator (backend/cpu_codegen.hpp) compiles.
+  std::vector<FusedInstr> source;
   /// Set by the code generator: the whole program compiled into one loop, with the block
   /// kernel's signature and the instruction list's results. Used where external input k
   /// is a broadcast scalar exactly when bit k of compiled_scalars is set (always, in the
@@ -200,19 +194,10 @@ struct FusedProgram {
     char* obase = static_cast<char*>(out.raw_data());
     const std::int64_t oesize = static_cast<std::int64_t>(dtype_size(out.dtype()));
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      if (src.use_compiled && src.ngather == 0) {  // one loop over the thread's whole range
-        SmallVec<const void*, 8> ext(src.srcs.size(), nullptr);
-        SmallVec<std::int64_t, 8> st(src.srcs.size(), 1);
-        for (std::size_t j = 0; j < src.srcs.size(); ++j) {
-          const Src& s = src.srcs[j];
-          ext[j] = s.mode == 0 ? s.base : s.base + b * static_cast<std::int64_t>(s.esize);
-          st[j] = s.mode == 0 ? 0 : 1;
-        }
-        compiled(ext.data(), st.data(), obase + b * oesize, e - b, nullptr);
-        return;
-      }
+      // Generated code with nothing to gather runs the thread's whole range in one call.
+      const std::int64_t step = src.use_compiled && src.ngather == 0 ? e - b : kBlock;
       Scratch sc = scratch(src, false);
-      for (std::int64_t i = b; i < e; i += kBlock) eval_block(src, os, i, std::min(kBlock, e - i), sc, obase + i * oesize);
+      for (std::int64_t i = b; i < e; i += step) eval_block(src, os, i, std::min(step, e - i), sc, obase + i * oesize);
     }, kBlock);
   }
 
@@ -508,6 +493,7 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
   for (std::size_t ii = 0; ii < members.size(); ++ii) {
     const Node& m = nodes[members[ii]];
     FusedInstr ins;
+    ins.op = m.op;
     const auto& ew = m.op->elementwise;
     ins.fn = ew.block[static_cast<int>(g.value(m.inputs[static_cast<std::size_t>(ew.dispatch_input)]).meta.dtype)];
     if (ew.params) ew.params(m.attrs, ins.params);
@@ -557,16 +543,7 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
     prog->members.push_back(std::string(m.op->name));
   }
   prog->out_meta = g.value(root_out).meta;
-  for (std::size_t ii = 0; ii < members.size(); ++ii) {
-    const FusedInstr& ins = prog->instrs[ii];
-    FusedProgram::SourceInstr si;
-    si.op = nodes[members[ii]].op;
-    si.nin = ins.nin;
-    std::copy(ins.src, ins.src + ops::kMaxArity, si.src);
-    si.dst = ins.dst;
-    std::copy(ins.params, ins.params + ops::kMaxElementwiseParams, si.params);
-    prog->source.push_back(si);
-  }
+  prog->source = prog->instrs;
   fold_scalar_steps(g, members, *prog);
   return prog;
 }
