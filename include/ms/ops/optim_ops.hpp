@@ -54,6 +54,35 @@ inline void adam_element(const AdamScalars<T>& s, V& p, V g, V& m, V& v) {
   p = p - prod(m / denom, s.step_size);
 }
 
+/// The update over elements [lo, hi), with the optional terms fixed at compile time. The
+/// scalars and pointers are local copies: read through references, they could alias the
+/// (float) outputs, and the compiler reloaded them after every store (the loop then took
+/// twice as long on a 200k-element parameter).
+template <bool Decoupled, bool L2, class T>
+void adam_range(const AdamScalars<T> s, const T* pp, const T* gp, const T* mp, const T* vp, T* po, T* mo, T* vo,
+                std::int64_t lo, std::int64_t hi) {
+  AdamScalars<T> c = s;
+  c.decoupled = Decoupled;
+  c.l2 = L2;
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
+  std::int64_t i = lo;
+  for (; i + W <= hi; i += W) {
+    B p = B::load_unaligned(pp + i), m = B::load_unaligned(mp + i), v = B::load_unaligned(vp + i);
+    adam_element(c, p, B::load_unaligned(gp + i), m, v);
+    p.store_unaligned(po + i);
+    m.store_unaligned(mo + i);
+    v.store_unaligned(vo + i);
+  }
+  for (; i < hi; ++i) {
+    T p = pp[i], m = mp[i], v = vp[i];
+    adam_element(c, p, gp[i], m, v);
+    po[i] = p;
+    mo[i] = m;
+    vo[i] = v;
+  }
+}
+
 template <class T>
 void adam_update_run(const KernelArgs& k) {
   const AnyTensor pin = contiguous_raw(k.in[0]), gin = contiguous_raw(k.in[1]);
@@ -80,25 +109,14 @@ void adam_update_run(const KernelArgs& k) {
   T* vo = static_cast<T*>(k.out[2].raw_data());
   // Outputs may share storage with p, m and v (an optimizer step writes them in place):
   // each batch is loaded whole before its results are stored.
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
-  parallel_for(pin.numel(), kParallelGrain / 4, [&](std::int64_t lo, std::int64_t hi) {
-    std::int64_t i = lo;
-    for (; i + W <= hi; i += W) {
-      B p = B::load_unaligned(pp + i), m = B::load_unaligned(mp + i), v = B::load_unaligned(vp + i);
-      adam_element(s, p, B::load_unaligned(gp + i), m, v);
-      p.store_unaligned(po + i);
-      m.store_unaligned(mo + i);
-      v.store_unaligned(vo + i);
-    }
-    for (; i < hi; ++i) {
-      T p = pp[i], m = mp[i], v = vp[i];
-      adam_element(s, p, gp[i], m, v);
-      po[i] = p;
-      mo[i] = m;
-      vo[i] = v;
-    }
-  });
+  auto run = [&]<bool Decoupled, bool L2>() {
+    parallel_for(pin.numel(), kParallelGrain / 4, [=](std::int64_t lo, std::int64_t hi) {
+      adam_range<Decoupled, L2>(s, pp, gp, mp, vp, po, mo, vo, lo, hi);
+    });
+  };
+  if (s.decoupled) run.template operator()<true, false>();
+  else if (s.l2) run.template operator()<false, true>();
+  else run.template operator()<false, false>();
 }
 
 /// The composite form, built from other registered ops (mul, add, sub, div, sqrt).
