@@ -5,6 +5,7 @@
 // GEMM epilogues replay bit for bit like eager; fused reductions accumulate in double and
 // are checked against eager within a stated tolerance (and against a double reference).
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -140,6 +141,60 @@ TEST_CASE("fuse_epilogue: a fused max propagates NaN, leading-axis reductions st
   auto lead = [](const Tensor<float>& y) { return ms::sum(ms::exp(y), {0}); };
   backend::Executable exe0 = compile_with(lead, true, x);
   CHECK(labels(exe0.graph()) == std::vector<std::string>{"exp", "sum"});
+}
+
+TEST_CASE("fuse_epilogue: fused reductions over rows of many blocks, in f32 and f64", "[graph][fusion]") {
+  // Rows of 1000 and 70001 elements span several 256-element blocks and a tail; sums are
+  // checked against a double reference, max and min against the plain values with a NaN
+  // or an infinity placed in a later block.
+  ms_test::ThreadGuard guard;
+  Tensor<float> a = ms_test::random_floats({3, 1000}, 21);
+  std::vector<double> va = ms_test::values(a);
+  auto row_sum = [&](const std::vector<double>& v, std::int64_t cols, std::int64_t r) {
+    double s = 0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double x = v[static_cast<std::size_t>(r * cols + j)];
+      s += x * x;
+    }
+    return s;
+  };
+  auto sq_sum = [](const Tensor<float>& x) { return ms::sum(x * x, {1}); };
+  backend::Executable exe = compile_with(sq_sum, true, a);
+  REQUIRE(labels(exe.graph()) == std::vector<std::string>{"fused[mul+sum]"});
+  for (int threads : {1, 2}) {
+    ms::set_num_threads(threads);
+    ms_test::require_values(Tensor<float>(exe.run({a})[0]), {row_sum(va, 1000, 0), row_sum(va, 1000, 1), row_sum(va, 1000, 2)}, 1e-6);
+  }
+  Tensor<double> big = ms::cast<double>(ms_test::random_floats({1, 70001}, 22));
+  auto sq_sum64 = [](const Tensor<double>& x) { return ms::sum(x * x, {1}); };
+  backend::Executable exe64 = compile_with(sq_sum64, true, big);
+  REQUIRE(labels(exe64.graph()) == std::vector<std::string>{"fused[mul+sum]"});
+  const double want = row_sum(ms_test::values(big), 70001, 0);
+  const double got = Tensor<double>(exe64.run({big})[0]).item();
+  CHECK(std::abs(got - want) <= 1e-12 * want);
+
+  std::vector<float> m(3000);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(va[i]);
+  m[700] = static_cast<float>(ms_test::kNaN);     // row 0, third block
+  m[1000 + 999] = 50.0f;                          // row 1: the largest value in its tail
+  m[2000 + 300] = -static_cast<float>(ms_test::kInf);  // row 2, second block
+  Tensor<float> mx = ms::empty<float>({3, 1000});
+  std::copy(m.begin(), m.end(), mx.data());
+  auto mx2 = [](const Tensor<float>& x) { return ms::max(x * 2.0f, {1}); };
+  auto mn2 = [](const Tensor<float>& x) { return ms::min(x * 2.0f, {1}); };
+  std::vector<float> hi = Tensor<float>(compile_with(mx2, true, mx).run({mx})[0]).to_vector();
+  std::vector<float> lo = Tensor<float>(compile_with(mn2, true, mx).run({mx})[0]).to_vector();
+  CHECK(std::isnan(hi[0]));
+  CHECK(std::isnan(lo[0]));
+  CHECK(hi[1] == 100.0f);
+  CHECK(lo[2] == -static_cast<float>(ms_test::kInf));
+  float want_lo1 = m[1000], want_hi2 = m[2000];
+  for (int j = 0; j < 1000; ++j) {
+    want_lo1 = std::min(want_lo1, m[static_cast<std::size_t>(1000 + j)]);
+    want_hi2 = std::max(want_hi2, m[static_cast<std::size_t>(2000 + j)]);
+  }
+  CHECK(lo[1] == 2.0f * want_lo1);
+  CHECK(hi[2] == 2.0f * want_hi2);
 }
 
 TEST_CASE("fuse_epilogue: the fused reduction never allocates the full-size intermediate", "[graph][fusion]") {
