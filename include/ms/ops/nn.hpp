@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <Eigen/Core>
+#include <xsimd/xsimd.hpp>
 
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"
@@ -971,6 +972,31 @@ inline std::int64_t count_kept(const AnyTensor& target, std::int64_t ignore_inde
   return cnt;
 }
 
+/// Room for one row of shifted_exp: C doubles rounded up to whole SIMD batches.
+inline std::size_t exp_buffer_size(std::int64_t C) {
+  constexpr std::int64_t W = static_cast<std::int64_t>(xsimd::batch<double>::size);
+  return static_cast<std::size_t>((C + W - 1) / W * W);
+}
+
+/// e[c] = exp(z[c] - m) for the row's maximum m (returned in m), in double through SIMD
+/// batches (the padding lanes of the last batch are not used); returns sum_c e[c]. One
+/// exp per element, shared by the loss and its gradient (scalar std::exp made them a
+/// large part of a small classifier's step).
+template <class T>
+double shifted_exp(const T* z, std::int64_t C, std::vector<double>& e, double& m) {
+  using D = xsimd::batch<double>;
+  constexpr std::int64_t W = static_cast<std::int64_t>(D::size);
+  m = -std::numeric_limits<double>::infinity();
+  for (std::int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(z[c]));
+  const std::int64_t padded = static_cast<std::int64_t>(e.size());
+  for (std::int64_t c = 0; c < padded; ++c)
+    e[static_cast<std::size_t>(c)] = c < C ? static_cast<double>(z[c]) - m : 0.0;
+  for (std::int64_t c = 0; c < padded; c += W) xsimd::exp(D::load_unaligned(e.data() + c)).store_unaligned(e.data() + c);
+  double s = 0;
+  for (std::int64_t c = 0; c < C; ++c) s += e[static_cast<std::size_t>(c)];
+  return s;
+}
+
 template <class T>
 void cross_entropy_run(const KernelArgs& k) {
   const AnyTensor z = contiguous_raw(k.in[0]);
@@ -986,18 +1012,16 @@ void cross_entropy_run(const KernelArgs& k) {
   std::vector<double> row(static_cast<std::size_t>(N), 0.0);
   std::vector<char> keep(static_cast<std::size_t>(N), 0);
   parallel_for(N, std::max<std::int64_t>(1, kParallelGrain / 8 / std::max<std::int64_t>(1, C)),
-               [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
+               [&](std::int64_t b, std::int64_t end) {
+    std::vector<double> e(exp_buffer_size(C));
+    for (std::int64_t i = b; i < end; ++i) {
       const std::int64_t t = tp[i * ts];
       if (t == ignore) continue;
       const T* zr = zp + i * C;
-      double m = -std::numeric_limits<double>::infinity(), sz = 0;
-      for (std::int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(zr[c]));
-      double s = 0;
-      for (std::int64_t c = 0; c < C; ++c) {
-        s += std::exp(static_cast<double>(zr[c]) - m);
-        sz += static_cast<double>(zr[c]);
-      }
+      double sz = 0;
+      for (std::int64_t c = 0; c < C; ++c) sz += static_cast<double>(zr[c]);
+      double m = 0;
+      const double s = shifted_exp(zr, C, e, m);
       const double lse = m + std::log(s);
       // -(1 - eps) * logp[t] - eps / C * sum_c logp[c]
       row[static_cast<std::size_t>(i)] = (1.0 - eps) * (lse - static_cast<double>(zr[t])) + eps * (lse - sz / static_cast<double>(C));
@@ -1024,8 +1048,9 @@ void cross_entropy_grad_run(const KernelArgs& k) {
   const std::int64_t ts = target.strides()[0];
   T* out = static_cast<T*>(k.out[0].raw_data());
   parallel_for(N, std::max<std::int64_t>(1, kParallelGrain / 8 / std::max<std::int64_t>(1, C)),
-               [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
+               [&](std::int64_t b, std::int64_t end) {
+    std::vector<double> e(exp_buffer_size(C));
+    for (std::int64_t i = b; i < end; ++i) {
       const std::int64_t t = tp[i * ts];
       T* o = out + i * C;
       if (t == ignore) {
@@ -1034,13 +1059,9 @@ void cross_entropy_grad_run(const KernelArgs& k) {
       }
       const T* zr = zp + i * C;
       const double gi = static_cast<double>(red == Reduction::none ? gp[i] : gp[0]) / denom;
-      double m = -std::numeric_limits<double>::infinity();
-      for (std::int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(zr[c]));
-      double s = 0;
-      for (std::int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(zr[c]) - m);
-      const double inv = 1.0 / s, u = eps / static_cast<double>(C);
-      for (std::int64_t c = 0; c < C; ++c)
-        o[c] = static_cast<T>(gi * (std::exp(static_cast<double>(zr[c]) - m) * inv - u - (c == t ? 1.0 - eps : 0.0)));
+      double m = 0;
+      const double inv = 1.0 / shifted_exp(zr, C, e, m), u = eps / static_cast<double>(C);
+      for (std::int64_t c = 0; c < C; ++c) o[c] = static_cast<T>(gi * (e[static_cast<std::size_t>(c)] * inv - u - (c == t ? 1.0 - eps : 0.0)));
     }
   }, 1);
 }
