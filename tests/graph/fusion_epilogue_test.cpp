@@ -2,7 +2,7 @@
 // linear followed by elementwise ops becomes one node (the GEMM writes the output buffer,
 // the epilogue runs in place over it), and a sum/mean/max/min over trailing axes of an
 // elementwise result becomes one node that never writes the full-size intermediate.
-// GEMM epilogues replay bit for bit like eager; fused reductions accumulate in double and
+// GEMM epilogues replay bit for bit like eager; fused reductions accumulate rows in double and
 // are checked against eager within a stated tolerance (and against a double reference).
 
 #include <algorithm>

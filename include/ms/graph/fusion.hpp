@@ -201,7 +201,8 @@ struct FusedProgram {
     }, kBlock);
   }
 
-  /// Reduction form: rows of reduce_inner results are summed (in double), averaged, or
+  /// Reduction form: rows of reduce_inner results are summed (blocks in SIMD lanes, the
+  /// row in double; see fold_block), averaged, or
   /// reduced to their maximum/minimum (a NaN propagates, as in the eager reductions).
   void eval_reduce(std::span<const AnyTensor> in, const AnyTensor& out) const {
     const std::int64_t n = numel(eval_shape), inner = std::max<std::int64_t>(reduce_inner, 1);
@@ -229,26 +230,37 @@ struct FusedProgram {
     }, 1);
   }
 
-  /// Folds one block of results into a row's accumulator. Sums run in double over four
-  /// SIMD accumulators (a single chain of dependent adds ran at one element per ~10 cycles);
-  /// max and min propagate NaN like the reduce ops.
+  /// Folds one block of results into a row's accumulator, which is a double. For f32 the
+  /// block is first summed in float over 4 SIMD accumulators (a full 256-element block
+  /// puts 8 terms in each lane, so at most 8 roundings of float), and the lanes are
+  /// added in double; f64 blocks are summed in double the same way. (One scalar chain of
+  /// dependent double adds ran at about ten cycles per element.) max and min propagate
+  /// NaN like the reduce ops.
   template <class T>
   void fold_block(const T* x, std::int64_t len, double& acc, bool& first) const {
     if (len <= 0) return;
     if (reduce == Reduce::sum || reduce == Reduce::mean) {
+      using V = xsimd::batch<T>;
       using D = xsimd::batch<double>;
-      constexpr std::int64_t W = static_cast<std::int64_t>(D::size);
-      D s0(0.0), s1(0.0), s2(0.0), s3(0.0);
+      constexpr std::int64_t W = static_cast<std::int64_t>(V::size), WD = static_cast<std::int64_t>(D::size);
+      V s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
       std::int64_t j = 0;
       for (; j + 4 * W <= len; j += 4 * W) {
-        s0 += xsimd::load_as<double>(x + j, xsimd::unaligned_mode());
-        s1 += xsimd::load_as<double>(x + j + W, xsimd::unaligned_mode());
-        s2 += xsimd::load_as<double>(x + j + 2 * W, xsimd::unaligned_mode());
-        s3 += xsimd::load_as<double>(x + j + 3 * W, xsimd::unaligned_mode());
+        s0 += V::load_unaligned(x + j);
+        s1 += V::load_unaligned(x + j + W);
+        s2 += V::load_unaligned(x + j + 2 * W);
+        s3 += V::load_unaligned(x + j + 3 * W);
       }
+      alignas(64) T lanes[4 * W];
+      s0.store_aligned(lanes);
+      s1.store_aligned(lanes + W);
+      s2.store_aligned(lanes + 2 * W);
+      s3.store_aligned(lanes + 3 * W);
+      D d(0.0);
+      for (std::int64_t l = 0; l < 4 * W; l += WD) d += xsimd::load_as<double>(lanes + l, xsimd::unaligned_mode());
       double tail = 0;
       for (; j < len; ++j) tail += static_cast<double>(x[j]);
-      acc += xsimd::hadd((s0 + s1) + (s2 + s3)) + tail;
+      acc += xsimd::hadd(d) + tail;
     } else if (reduce == Reduce::max || reduce == Reduce::min) {
       const bool is_max = reduce == Reduce::max;
       double a = first ? static_cast<double>(x[0]) : acc;
