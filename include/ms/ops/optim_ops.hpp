@@ -59,9 +59,8 @@ inline void adam_element(const AdamScalars<T>& s, V& p, V g, V& m, V& v) {
 /// (float) outputs, and the compiler reloaded them after every store (the loop then took
 /// twice as long on a 200k-element parameter).
 template <bool Decoupled, bool L2, class T>
-void adam_range(const AdamScalars<T> s, const T* pp, const T* gp, const T* mp, const T* vp, T* po, T* mo, T* vo,
+void adam_range(AdamScalars<T> c, const T* pp, const T* gp, const T* mp, const T* vp, T* po, T* mo, T* vo,
                 std::int64_t lo, std::int64_t hi) {
-  AdamScalars<T> c = s;
   c.decoupled = Decoupled;
   c.l2 = L2;
   using B = xsimd::batch<T>;
