@@ -132,6 +132,11 @@ const std::vector<ConvCase>& conv_cases() {
       {{2, 4, 4, 5}, {6, 2, 1, 1}, 1, 0, 1, 2, true},                   // pointwise (no im2col) with groups
       {{2, 3, 6, 6}, {3, 1, 3, 3}, 2, 1, 1, 3, true},                   // depthwise
       {{1, 1, 3, 3}, {2, 1, 3, 3}, 1, 0, 1, 1, true},                   // 1 x 1 output
+      // stride 1: rows of at least a SIMD batch (the im2col runs that spill), padded or not
+      {{2, 1, 28, 28}, {6, 1, 5, 5}, 1, 2, 1, 1, true},                 // LeNet's first layer
+      {{2, 3, 12, 20}, {4, 3, 3, 3}, 1, 0, 1, 1, false},                // 18 columns
+      {{1, 2, 10, 10}, {3, 2, 3, 3}, 1, 0, 1, 1, true},                 // 8 columns exactly
+      {{1, 2, 9, 9}, {3, 2, 3, 2}, 1, {1, 0}, 1, 1, true},              // 8 columns, padded rows only
   };
   return cases;
 }
@@ -163,6 +168,42 @@ TEST_CASE("conv2d: non-contiguous operands and thread counts give the same resul
   ms::set_num_threads(1);
   Tensor<double> y1 = ms::conv2d(x, w, b, {2, 1}, 1);
   CHECK(y1.to_vector() == y.to_vector());  // each image is computed the same way on any thread
+}
+
+TEST_CASE("conv2d backward ops are its adjoints on wide stride-1 rows, in f32 and f64", "[nn][conv2d]") {
+  // <conv(x, w), g> = <x, grad_input(g, w)> = <w, grad_weight(g, x)>, on the geometries whose
+  // im2col and col2im take whole rows in SIMD batches (with and without padding).
+  struct Case {
+    Shape x, w;
+    Int2 p;
+  };
+  for (const Case& c : {Case{{3, 1, 28, 28}, {6, 1, 5, 5}, 2}, Case{{2, 6, 14, 14}, {16, 6, 5, 5}, 0},
+                        Case{{2, 2, 11, 21}, {3, 2, 3, 4}, {1, 2}}}) {
+    INFO("input " << ms::shape_str(c.x) << ", weight " << ms::shape_str(c.w));
+    ops::Attrs a{{"stride", ops::IntList{1, 1}}, {"padding", c.p.list()}, {"dilation", ops::IntList{1, 1}},
+                 {"groups", std::int64_t{1}}};
+    ops::Attrs ai = a, aw = a;
+    ai.set("input_shape", c.x.vec());
+    aw.set("weight_shape", c.w.vec());
+    auto check = [&]<class T>(double tolerance) {
+      Tensor<T> x = random<T>(c.x, 1), w = random<T>(c.w, 2);
+      Tensor<T> y = ms::conv2d(x, w, Tensor<T>(), 1, c.p);
+      Tensor<T> g = random<T>(y.shape(), 3);
+      auto dot = [](const Tensor<T>& u, const Tensor<T>& v) {
+        double s = 0;
+        auto uv = values(u), vv = values(v);
+        for (std::size_t i = 0; i < uv.size(); ++i) s += uv[i] * vv[i];
+        return s;
+      };
+      const double lhs = dot(y, g);
+      const double rx = dot(x, Tensor<T>(ops::call1(ops::conv2d_grad_input_op, {g, w}, ai)));
+      const double rw = dot(w, Tensor<T>(ops::call1(ops::conv2d_grad_weight_op, {g, x}, aw)));
+      CHECK(std::abs(rx - lhs) <= tolerance * std::abs(lhs));
+      CHECK(std::abs(rw - lhs) <= tolerance * std::abs(lhs));
+    };
+    check.template operator()<double>(1e-10);
+    check.template operator()<float>(1e-4);
+  }
 }
 
 TEST_CASE("conv2d: errors name the op, shapes and dtypes", "[nn][conv2d][errors]") {

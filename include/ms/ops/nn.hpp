@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -299,11 +300,70 @@ inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t g
   return Attrs{{"stride", stride.list()}, {"padding", padding.list()}, {"dilation", dilation.list()}, {"groups", groups}};
 }
 
+/// dst[0, n) = src[0, n) in SIMD batches. With `spill` the last batch is whole: it also
+/// reads and writes up to one batch past n (the caller's next run overwrites what it
+/// wrote there). Inline, where a call to memmove per run of a few dozen elements
+/// cost more than the copy (im2col of a 5 x 5 kernel is 25 such runs per output row).
+template <class T>
+inline void copy_run(const T* src, T* dst, std::int64_t n, bool spill) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  if (spill) {
+    for (; i < n; i += L) B::load_unaligned(src + i).store_unaligned(dst + i);
+    return;
+  }
+  for (; i + L <= n; i += L) B::load_unaligned(src + i).store_unaligned(dst + i);
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+/// dst[0, n) += src[0, n) in SIMD batches.
+template <class T>
+inline void add_run(const T* src, T* dst, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) (B::load_unaligned(dst + i) + B::load_unaligned(src + i)).store_unaligned(dst + i);
+  for (; i < n; ++i) dst[i] += src[i];
+}
+
+/// im2col of a stride-1, dilation-1 convolution over planes of hs x ws with no padding
+/// left (the caller pads): each output row of a kernel offset is one run of Wo elements.
+/// When a run is at least a batch long, every run but the last of a kernel offset spills
+/// into the next run's place, which is written next; the spilled reads (under a batch)
+/// end inside the following input row of the same plane.
+template <class T>
+void im2col_unit(const T* xg, const ConvGeom& q, std::int64_t hs, std::int64_t ws, T* col, std::int64_t ld) {
+  const std::int64_t Ho = q.Ho, Wo = q.Wo;
+  const bool spill = Wo >= static_cast<std::int64_t>(xsimd::batch<T>::size);
+  for (std::int64_t c = 0; c < q.Cg(); ++c)
+    for (std::int64_t ki = 0; ki < q.kh; ++ki)
+      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
+        T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
+        const T* src = xg + (c * hs + ki) * ws + kj;
+        for (std::int64_t oh = 0; oh < Ho; ++oh) copy_run(src + oh * ws, row + oh * Wo, Wo, spill && oh + 1 < Ho);
+      }
+}
+
 /// col (K, P) = the receptive fields of one image's channel group xg (Cg, H, W); rows of
 /// col are `ld` elements apart (ld = P for one image, B * P for a block of B images).
 template <class T>
 void im2col(const T* xg, const ConvGeom& q, T* col, std::int64_t ld) {
   const std::int64_t P = q.P();
+  if (P == 0) return;
+  if (q.sh == 1 && q.sw == 1 && q.dh == 1 && q.dw == 1) {  // the common case: runs of whole rows
+    if (q.ph == 0 && q.pw == 0) return im2col_unit(xg, q, q.H, q.W, col, ld);
+    // Padded: copy the planes into a zero-bordered scratch once, then read it as unpadded.
+    const std::int64_t hs = q.H + 2 * q.ph, ws = q.W + 2 * q.pw;
+    thread_local std::vector<T> pad;
+    pad.assign(static_cast<std::size_t>(q.Cg() * hs * ws), T(0));
+    for (std::int64_t c = 0; c < q.Cg(); ++c)
+      for (std::int64_t h = 0; h < q.H; ++h) {
+        const T* src = xg + (c * q.H + h) * q.W;
+        std::copy(src, src + q.W, pad.data() + (c * hs + h + q.ph) * ws + q.pw);
+      }
+    return im2col_unit(pad.data(), q, hs, ws, col, ld);
+  }
   for (std::int64_t c = 0; c < q.Cg(); ++c) {
     const T* xc = xg + c * q.H * q.W;
     for (std::int64_t ki = 0; ki < q.kh; ++ki) {
@@ -346,7 +406,9 @@ void col2im_add(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
         for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
           const T* r = row + oh * q.Wo;
           T* xr = xc + (oh * q.sh + ki * q.dh - q.ph) * q.W;
-          for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) xr[ow * q.sw + woff] += r[ow];
+          if (q.sw == 1) add_run(r + ow_lo, xr + ow_lo + woff, ow_hi - ow_lo);
+          else
+            for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) xr[ow * q.sw + woff] += r[ow];
         }
       }
     }
@@ -362,10 +424,15 @@ using MatMap = Eigen::Map<RowMat<T>>;
 
 /// Images per GEMM in the convolution kernels. One image of a small layer is a thin GEMM
 /// (LeNet's first layer: 6 x 25 times 25 x 784) that Eigen runs far below its peak; the
-/// receptive fields of a block of images side by side give about 4096 columns instead.
-/// Fixed by the geometry alone, so the results do not depend on the thread count.
+/// receptive fields of a block of images side by side give about 4096 columns instead,
+/// as long as the block's im2col matrix (K x columns) stays within half of a 1 MiB L2
+/// in float (131072 elements): LeNet's second layer (K = 150) at 4096 columns wrote and
+/// reread 2.4 MB through the last-level cache. Fixed by the geometry alone, so the
+/// results do not depend on the thread count.
 inline std::int64_t conv_block_images(const ConvGeom& q) {
-  return std::clamp<std::int64_t>(4096 / std::max<std::int64_t>(1, q.P()), 1, std::max<std::int64_t>(1, q.N));
+  const std::int64_t P = std::max<std::int64_t>(1, q.P()), K = std::max<std::int64_t>(1, q.K());
+  const std::int64_t by_width = 4096 / P, by_cache = 131072 / (K * P);
+  return std::clamp<std::int64_t>(std::min(by_width, by_cache), 1, std::max<std::int64_t>(1, q.N));
 }
 
 /// Runs body(n0, nb, col, buf) for the image blocks [n0, n0 + nb) of the batch, in parallel
@@ -376,10 +443,13 @@ void for_each_conv_block(const ConvGeom& q, Body&& body) {
   const std::int64_t cols = B * q.P();
   nn_sync_eigen_threads();
   parallel_for(blocks, 1, [&](std::int64_t bb, std::int64_t be) {
-    std::vector<T> col(static_cast<std::size_t>(q.K() * cols)), buf(static_cast<std::size_t>(q.Og() * cols));
+    // Scratch that every use writes in full before reading: not zeroed (for a 16 x 150
+    // kernel that memset was 2.4 MB per call).
+    auto col = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(q.K() * cols));
+    auto buf = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(q.Og() * cols));
     for (std::int64_t b = bb; b < be; ++b) {
       const std::int64_t n0 = b * B;
-      body(n0, std::min(B, q.N - n0), col.data(), buf.data());
+      body(n0, std::min(B, q.N - n0), col.get(), buf.get());
     }
   }, 1);
 }
@@ -468,17 +538,18 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   nn_sync_eigen_threads();
   parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
     const std::int64_t cols = std::min(B, (q.N + chunks - 1) / chunks) * P;
-    std::vector<T> col(static_cast<std::size_t>(K * cols)), buf(static_cast<std::size_t>(Og * cols));
+    auto col = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(K * cols));
+    auto buf = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(Og * cols));
     for (std::int64_t c = cb; c < ce; ++c) {
       T* acc = part.data() + c * wsize;
       const std::int64_t end = chunk_begin(q.N, chunks, c + 1);
       for (std::int64_t n0 = chunk_begin(q.N, chunks, c); n0 < end; n0 += B) {
         const std::int64_t nb = std::min(B, end - n0), ld = nb * P;
         for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
-          for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.data() + i * P, ld);
-          gather_conv_grad(gp, q, n0, nb, g0, buf.data());
+          for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.get() + i * P, ld);
+          gather_conv_grad(gp, q, n0, nb, g0, buf.get());
           MatMap<T>(acc + g0 * Og * K, Og, K).noalias() +=
-              CMatMap<T>(buf.data(), Og, ld) * CMatMap<T>(col.data(), K, ld).transpose();
+              CMatMap<T>(buf.get(), Og, ld) * CMatMap<T>(col.get(), K, ld).transpose();
         }
       }
     }
