@@ -270,6 +270,56 @@ TEST_CASE("max_pool2d: NaN propagates, -inf is a value", "[nn][pool]") {
   CHECK(Tensor<i64>(idx).to_vector() == std::vector<i64>{1, 0});
 }
 
+TEST_CASE("max_pool2d 2x2 stride 2: any row width, ties, NaN and infinities, in f32 and f64", "[nn][pool]") {
+  // The window rule, visited in row-major order: a later candidate is taken when it is
+  // greater, or when it is NaN and the best so far is not (the first maximum and the first
+  // NaN win). Float rows of 2 x 2 windows take a SIMD path eight outputs at a time, with a
+  // masked last group; widths below cover whole groups, partial ones and odd widths.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const Shape& xs : {Shape{2, 3, 28, 28}, Shape{1, 2, 9, 31}, Shape{1, 1, 4, 17}, Shape{1, 1, 2, 2},
+                          Shape{2, 1, 6, 40}, Shape{1, 1, 3, 3}}) {
+    INFO("input " << ms::shape_str(xs));
+    std::mt19937 gen(7);
+    std::uniform_int_distribution<int> small(0, 3), pick(0, 99);
+    std::vector<double> xv(static_cast<std::size_t>(ms::numel(xs)));
+    for (double& v : xv) {
+      const int r = pick(gen);
+      v = r < 4 ? nan : r < 6 ? inf : r < 8 ? -inf : static_cast<double>(small(gen));  // many ties
+    }
+    const i64 planes = xs[0] * xs[1], H = xs[2], W = xs[3], Ho = H / 2, Wo = W / 2;
+    std::vector<double> ref;
+    std::vector<i64> ref_idx;
+    for (i64 pl = 0; pl < planes; ++pl)
+      for (i64 i = 0; i < Ho; ++i)
+        for (i64 j = 0; j < Wo; ++j) {
+          double best = 0;
+          i64 bi = -1;
+          for (i64 a = 0; a < 2; ++a)
+            for (i64 b = 0; b < 2; ++b) {
+              const i64 at = (2 * i + a) * W + 2 * j + b;
+              const double v = xv[static_cast<std::size_t>(pl * H * W + at)];
+              if (bi < 0 || v > best || (std::isnan(v) && !std::isnan(best))) best = v, bi = at;
+            }
+          ref.push_back(best);
+          ref_idx.push_back(bi);
+        }
+    auto check = [&]<class T>() {
+      INFO(ms::dtype_name(ms::dtype_v<T>));
+      Tensor<T> x = ms::from_vector<T>(std::vector<T>(xv.begin(), xv.end()), xs);
+      auto [y, idx] = ops::max_pool2d_with_indices(x, 2);
+      REQUIRE(y.shape() == Shape{xs[0], xs[1], Ho, Wo});
+      CHECK(Tensor<i64>(idx).to_vector() == ref_idx);
+      std::vector<T> got = Tensor<T>(y).to_vector();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        wrong += std::isnan(ref[i]) ? !std::isnan(got[i]) : static_cast<double>(got[i]) != ref[i];
+      CHECK(wrong == 0);
+    };
+    check.template operator()<float>();
+    check.template operator()<double>();
+  }
+}
+
 TEST_CASE("avg_pool2d matches window means (count_include_pad true and false)", "[nn][pool]") {
   for (bool incl : {true, false}) {
     for (auto [xs, k, s, p] : {std::tuple{Shape{2, 2, 6, 7}, Int2(3), Int2(2), Int2(1)},
