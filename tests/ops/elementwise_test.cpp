@@ -1027,6 +1027,7 @@ TEST_CASE("where selects with broadcasting for every dtype", "[op][elementwise]"
                            {Shape{3, 1}, Shape{1, 4}, Shape{}, Shape{3, 4}},
                            {Shape{4}, Shape{3, 1}, Shape{2, 1, 1}, Shape{2, 3, 4}},
                            {Shape{}, Shape{5}, Shape{5}, Shape{5}},
+                           {Shape{37}, Shape{37}, Shape{}, Shape{37}},  // relu's gradient: where(x > 0, g, 0)
                            {Shape{0, 3}, Shape{3}, Shape{1}, Shape{0, 3}}};
       for (const S3& s : shapes) {
         INFO(ms::shape_str(s.c) << ", " << ms::shape_str(s.a) << ", " << ms::shape_str(s.b));

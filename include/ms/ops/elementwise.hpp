@@ -5,14 +5,19 @@
 // broadcasting/strided kernel, shape/dtype inference, and registration helpers.
 // An op is one functor: `template <class V> V operator()(V a, V b) const`.
 
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include <Eigen/Core>
 #include <xsimd/xsimd.hpp>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "../core/parallel.hpp"
 #include "dispatch.hpp"
@@ -242,6 +247,34 @@ inline B load(const T* p, std::int64_t i, bool scalar) {
   return scalar ? B(p[0]) : B::load_unaligned(p + i);
 }
 
+#if defined(__AVX2__)
+/// kBoolBytes[m] holds eight bools (bytes 0 or 1), byte j set when bit j of m is.
+inline constexpr auto kBoolBytes = [] {
+  std::array<std::uint64_t, 256> t{};
+  for (std::uint64_t m = 0; m < 256; ++m)
+    for (int j = 0; j < 8; ++j) t[m] |= ((m >> j) & 1u) << (8 * j);
+  return t;
+}();
+#endif
+
+/// Writes the lanes of a comparison's result as bools.
+template <class T, class A>
+inline void store_bools(const xsimd::batch_bool<T, A>& m, bool* out) {
+#if defined(__AVX2__)
+  using R = typename xsimd::batch_bool<T, A>::register_type;
+  if constexpr (std::is_same_v<R, __m256>) {
+    const std::uint64_t bytes = kBoolBytes[static_cast<unsigned>(_mm256_movemask_ps(m))];
+    std::memcpy(out, &bytes, 8);
+    return;
+  } else if constexpr (std::is_same_v<R, __m256d>) {
+    const auto bytes = static_cast<std::uint32_t>(kBoolBytes[static_cast<unsigned>(_mm256_movemask_pd(m))]);
+    std::memcpy(out, &bytes, 4);
+    return;
+  }
+#endif
+  m.store_unaligned(out);
+}
+
 /// The block kernel of functor F for input type T and output type O (O = T except compare ops).
 template <class F, class T, class O, int Arity>
 void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std::int64_t n, const double* params) {
@@ -250,6 +283,22 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
   const T* a = static_cast<const T*>(in[0]);
   const T* b = Arity > 1 ? static_cast<const T*>(in[1]) : nullptr;
   std::int64_t i = 0;
+  if constexpr (simd_type_v<T> && std::is_same_v<O, bool> && Arity == 2) {
+    // Comparisons: whole batches compared and their lanes written as bools; the scalar
+    // loop below finishes (IEEE comparisons give the same answer either way).
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t W = B::size;
+    const bool sa = st[0] == 0, sb = st[1] == 0;
+    if (!sa && !sb && st[0] == 1 && st[1] == 1)
+      for (; i + W <= n; i += W) store_bools(f(B::load_unaligned(a + i), B::load_unaligned(b + i)), out + i);
+    else if (!sa && sb && st[0] == 1) {
+      const B vb(b[0]);
+      for (; i + W <= n; i += W) store_bools(f(B::load_unaligned(a + i), vb), out + i);
+    } else if (sa && !sb && st[1] == 1) {
+      const B va(a[0]);
+      for (; i + W <= n; i += W) store_bools(f(va, B::load_unaligned(b + i)), out + i);
+    }
+  }
   if constexpr (simd_type_v<T> && std::is_same_v<T, O>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = B::size;
@@ -442,7 +491,30 @@ void where_block(const void* const* in, const std::int64_t* st, void* outp, std:
     if (st[0] == 1 && st[1] == 1 && (st[2] == 0 || st[2] == 1)) {
       const auto* cb = reinterpret_cast<const std::uint8_t*>(c);
       const std::int64_t sb = st[2];
-      for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t i = 0;
+#if defined(__AVX2__)
+      // Eight (float) or four (double) bools widened to lane masks; b broadcast or not.
+      if constexpr (std::is_same_v<T, float>) {
+        const __m256 bs = _mm256_set1_ps(b[0]);
+        for (; i + 8 <= n; i += 8) {
+          const __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(cb + i)));
+          const __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(w, _mm256_setzero_si256()));
+          const __m256 bv = sb == 0 ? bs : _mm256_loadu_ps(b + i);
+          _mm256_storeu_ps(out + i, _mm256_blendv_ps(bv, _mm256_loadu_ps(a + i), m));
+        }
+      } else {
+        const __m256d bs = _mm256_set1_pd(b[0]);
+        for (; i + 4 <= n; i += 4) {
+          std::uint32_t c4;
+          std::memcpy(&c4, cb + i, 4);
+          const __m256i w = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(c4)));
+          const __m256d m = _mm256_castsi256_pd(_mm256_cmpgt_epi64(w, _mm256_setzero_si256()));
+          const __m256d bv = sb == 0 ? bs : _mm256_loadu_pd(b + i);
+          _mm256_storeu_pd(out + i, _mm256_blendv_pd(bv, _mm256_loadu_pd(a + i), m));
+        }
+      }
+#endif
+      for (; i < n; ++i) {
         const U m = U(0) - static_cast<U>(cb[i] != 0);
         out[i] = std::bit_cast<T>((std::bit_cast<U>(a[i]) & m) | (std::bit_cast<U>(b[i * sb]) & ~m));
       }
