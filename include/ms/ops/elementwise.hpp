@@ -261,12 +261,14 @@ inline constexpr auto kBoolBytes = [] {
 template <class T, class A>
 inline void store_bools(const xsimd::batch_bool<T, A>& m, bool* out) {
 #if defined(__AVX2__)
-  using R = typename xsimd::batch_bool<T, A>::register_type;
-  if constexpr (std::is_same_v<R, __m256>) {
+  // 256-bit masks of AVX and AVX2 (an AVX-512 batch_bool is a k-register, smaller), told
+  // apart by arch and size: std::is_same on __m256 drops its attributes with a warning.
+  constexpr bool ymm = std::is_base_of_v<xsimd::avx, A> && sizeof(typename xsimd::batch_bool<T, A>::register_type) == 32;
+  if constexpr (ymm && std::is_same_v<T, float>) {
     const std::uint64_t bytes = kBoolBytes[static_cast<unsigned>(_mm256_movemask_ps(m))];
     std::memcpy(out, &bytes, 8);
     return;
-  } else if constexpr (std::is_same_v<R, __m256d>) {
+  } else if constexpr (ymm && std::is_same_v<T, double>) {
     const auto bytes = static_cast<std::uint32_t>(kBoolBytes[static_cast<unsigned>(_mm256_movemask_pd(m))]);
     std::memcpy(out, &bytes, 4);
     return;
