@@ -291,12 +291,12 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = B::size;
     const bool sa = st[0] == 0, sb = st[1] == 0;
-    if (!sa && !sb && st[0] == 1 && st[1] == 1)
+    if (st[0] == 1 && st[1] == 1)
       for (; i + W <= n; i += W) store_bools(f(B::load_unaligned(a + i), B::load_unaligned(b + i)), out + i);
-    else if (!sa && sb && st[0] == 1) {
+    else if (st[0] == 1 && sb) {
       const B vb(b[0]);
       for (; i + W <= n; i += W) store_bools(f(B::load_unaligned(a + i), vb), out + i);
-    } else if (sa && !sb && st[1] == 1) {
+    } else if (sa && st[1] == 1) {
       const B va(a[0]);
       for (; i + W <= n; i += W) store_bools(f(va, B::load_unaligned(b + i)), out + i);
     }

@@ -363,8 +363,7 @@ void im2col(const T* xg, const ConvGeom& q, T* col, std::int64_t ld) {
     pad.assign(static_cast<std::size_t>(q.Cg() * hs * ws), T(0));
     for (std::int64_t c = 0; c < q.Cg(); ++c)
       for (std::int64_t h = 0; h < q.H; ++h) {
-        const T* src = xg + (c * q.H + h) * q.W;
-        std::copy(src, src + q.W, pad.data() + (c * hs + h + q.ph) * ws + q.pw);
+        copy_run(xg + (c * q.H + h) * q.W, pad.data() + (c * hs + h + q.ph) * ws + q.pw, q.W, false);
       }
     return im2col_unit(pad.data(), q, hs, ws, col, ld);
   }
