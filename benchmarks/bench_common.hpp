@@ -47,7 +47,9 @@ struct Result {
 namespace detail {
 
 struct Pair {
-  std::string ours, peer, label;
+  std::string ours;
+  std::vector<std::string> peers;  ///< the ratio is taken against the fastest of them
+  std::string label;
 };
 
 inline std::vector<Pair>& pairs() {
@@ -84,7 +86,14 @@ inline std::string unit_of(const std::string& counter, const benchmark::Counter&
 /// "torch_add/1024". `label` (default: ours) names the pair in the ratio line.
 inline void compare(std::string ours, std::string peer, std::string label = {}) {
   if (label.empty()) label = ours;
-  detail::pairs().push_back({std::move(ours), std::move(peer), std::move(label)});
+  detail::pairs().push_back({std::move(ours), {std::move(peer)}, std::move(label)});
+}
+
+/// Registers ours against the fastest of several peers measured in the same run (per
+/// argument suffix): the ratio line names that peer, e.g. "ratio gemm/64/1 ours/fastest
+/// 0.97 (openblas_gemm)". A floor (the step's GEMMs alone on each library) works the same.
+inline void compare_fastest(std::string ours, std::vector<std::string> peers, std::string label) {
+  detail::pairs().push_back({std::move(ours), std::move(peers), std::move(label)});
 }
 
 /// Sets the unit printed for a user counter that is not a plain rate
@@ -155,14 +164,24 @@ inline void print_summary(const Reporter& rep, std::FILE* out = stdout) {
       } else {
         continue;
       }
-      auto peer = rep.results().find(p.peer + suffix);
-      if (peer == rep.results().end() || peer->second.seconds_per_iter <= 0) continue;
+      const Result* best = nullptr;
+      std::string best_name;
+      for (const std::string& peer_name : p.peers) {
+        auto peer = rep.results().find(peer_name + suffix);
+        if (peer == rep.results().end() || peer->second.seconds_per_iter <= 0) continue;
+        if (!best || peer->second.seconds_per_iter < best->seconds_per_iter) best = &peer->second, best_name = peer_name;
+      }
+      if (!best) continue;
       if (!header) {
         std::fprintf(out, "# ratio name ours/peer time-ratio (below 1: ours is faster)\n");
         header = true;
       }
-      const double ratio = rep.results().at(name).seconds_per_iter / peer->second.seconds_per_iter;
-      std::fprintf(out, "ratio %s%s ours/peer %.2f\n", p.label.c_str(), suffix.c_str(), ratio);
+      const double ratio = rep.results().at(name).seconds_per_iter / best->seconds_per_iter;
+      if (p.peers.size() == 1)
+        std::fprintf(out, "ratio %s%s ours/peer %.2f\n", p.label.c_str(), suffix.c_str(), ratio);
+      else
+        std::fprintf(out, "ratio %s%s ours/fastest %.2f (%s)\n", p.label.c_str(), suffix.c_str(), ratio,
+                     best_name.c_str());
     }
   }
   std::fflush(out);

@@ -54,6 +54,28 @@ else
   echo "bench: LibTorch not installed: benchmarks run without the LibTorch peer"
 fi
 
+# The peers at their best: some machines set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) in
+# the environment, which holds OpenBLAS to older kernels (AVX2 on an AVX-512 machine).
+# Unset here, for the benchmark programs alone (never in the tests or CI). Each program
+# that uses OpenBLAS prints the core it then chose, and oneDNN's ISA.
+echo "bench: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset} in the environment; unset for the benchmarks"
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+# OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than it and then falls back to its
+# SSE3 "Prescott" kernels: 25-32 GFLOP/s against 125-135 with its AVX-512 kernels on an
+# AVX-512 machine here. When its own pick is such a fallback, name the best core it has
+# for the instructions the CPU reports.
+openblas_core() {
+  python3 -c "import ctypes; l = ctypes.CDLL('libopenblas.so.0'); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())" 2>/dev/null || echo unknown
+}
+core=$(openblas_core)
+case "$core" in
+  Prescott|Katmai|Coppermine|Northwood|Core2|Penryn|Dunnington|Nehalem|Atom|unknown)
+    if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+    elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi ;;
+esac
+echo "bench: OpenBLAS core: detected $core; using $(openblas_core)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}"
+echo "bench: CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512f|avx512bw|avx512_bf16|amx_tile|avx2|fma' | sort -u | tr '\n' ' ')"
+
 rc=0
 for p in "${programs[@]}"; do
   echo

@@ -5,10 +5,13 @@
 //   ms_captured_<model>/<batch>/<threads>  the whole step captured once by ms::jit, then replayed
 //   ms_eager_<model>/<batch>/<threads>     the same step run eagerly (tape autodiff)
 //   torch_<model>/<batch>/<threads>        LibTorch eager (zero_grad, backward, step), when found
-//   gemm_floor_mlp/<batch>/<threads>       only the MLP step's matrix products (a floor for any step)
+//   gemm_floor_mlp_<lib>/<batch>/<threads> only the MLP step's matrix products, on oneDNN, OpenBLAS,
+//                                          Eigen (ms::matmul on each path) and LibTorch: the fastest
+//                                          is the floor of any step; floor_ratio = our step / it
 //
-// Targets (issue: autodiff and training): captured MLP step <= 0.5x LibTorch at
-// batch 64, faster than LibTorch at batch 256; captured LeNet <= 1.0x LibTorch.
+// Targets: captured MLP step at batch 64 <= 0.4x LibTorch and <= 1.3x its GEMM floor,
+// at batch 256 <= 0.5x LibTorch; captured LeNet at batch 64 <= 0.4x LibTorch; 2 threads
+// never slower than 1.
 // The captured MLP also reports its arena (planned peak) and the planner's lower
 // bound, in KiB.
 
@@ -78,9 +81,16 @@ void lenet_args(benchmark::internal::Benchmark* b) {
 }
 
 /// The MLP step's matrix products alone (forward, weight gradients, input gradients of
-/// layers 2 and 3: 77.5 MFLOP at batch 64), on the GEMM library both sides use. No step,
-/// ours or the peer's, can take less: it bounds the ratio a captured step can reach.
-void gemm_floor_mlp(benchmark::State& state) {
+/// layers 2 and 3: 77.5 MFLOP at batch 64), through ms::matmul on one GEMM path (oneDNN,
+/// OpenBLAS, Eigen) and through LibTorch. No step, ours or the peer's, can take less than
+/// the fastest of these: `floor_ratio` is our step over that floor.
+void gemm_floor_mlp(benchmark::State& state, ms::CpuGemm path) {
+  if (!ms::cpu_gemm_available(path)) {
+    state.SkipWithError("GEMM path not in this build");
+    return;
+  }
+  const ms::CpuGemm saved_path = ms::cpu_gemm();
+  ms::set_cpu_gemm(path);
   const std::int64_t batch = state.range(0);
   const int saved_threads = ms::get_num_threads();
   ms::set_num_threads(static_cast<int>(state.range(1)));
@@ -105,9 +115,15 @@ void gemm_floor_mlp(benchmark::State& state) {
     }
   }
   ms::set_num_threads(saved_threads);
+  ms::set_cpu_gemm(saved_path);
 }
+void gemm_floor_mlp_dnnl(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::dnnl); }
+void gemm_floor_mlp_blas(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::blas); }
+void gemm_floor_mlp_eigen(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::eigen); }
 
-BENCHMARK(gemm_floor_mlp)->Apply(mlp_args);
+BENCHMARK(gemm_floor_mlp_dnnl)->Apply(mlp_args);
+BENCHMARK(gemm_floor_mlp_blas)->Apply(mlp_args);
+BENCHMARK(gemm_floor_mlp_eigen)->Apply(mlp_args);
 BENCHMARK(ms_captured_mlp)->Apply(mlp_args);
 BENCHMARK(ms_eager_mlp)->Apply(mlp_args);
 BENCHMARK(ms_captured_lenet)->Apply(lenet_args);
@@ -171,6 +187,35 @@ void torch_step(benchmark::State& state) {
   torch::set_num_threads(saved_threads);
 }
 
+/// The MLP step's matrix products on LibTorch (the same products as gemm_floor_mlp).
+void gemm_floor_mlp_torch(benchmark::State& state) {
+  const std::int64_t batch = state.range(0);
+  const int saved_threads = torch::get_num_threads();
+  torch::set_num_threads(static_cast<int>(state.range(1)));
+  torch::NoGradGuard no_grad;
+  const std::int64_t dims[4] = {784, 256, 256, 10};
+  std::vector<torch::Tensor> w, act, grad;
+  for (int l = 0; l < 3; ++l) {
+    w.push_back(torch::rand({dims[l + 1], dims[l]}));
+    act.push_back(torch::rand({batch, dims[l]}));
+    grad.push_back(torch::rand({batch, dims[l + 1]}));
+  }
+  for (auto _ : state) {
+    for (int l = 0; l < 3; ++l) {
+      auto y = torch::matmul(act[l], w[l].t());
+      auto gw = torch::matmul(grad[l].t(), act[l]);
+      benchmark::DoNotOptimize(y.data_ptr());
+      benchmark::DoNotOptimize(gw.data_ptr());
+      if (l > 0) {
+        auto gx = torch::matmul(grad[l], w[l]);
+        benchmark::DoNotOptimize(gx.data_ptr());
+      }
+    }
+  }
+  torch::set_num_threads(saved_threads);
+}
+BENCHMARK(gemm_floor_mlp_torch)->Apply(mlp_args);
+
 void torch_mlp(benchmark::State& s) { torch_step<TorchMLP>(s); }
 void torch_lenet(benchmark::State& s) { torch_step<TorchLeNet>(s); }
 BENCHMARK(torch_mlp)->Apply(mlp_args);
@@ -187,6 +232,14 @@ int main(int argc, char** argv) {
   ms_bench::compare("ms_eager_mlp", "torch_mlp", "mlp step, eager vs LibTorch");
   ms_bench::compare("ms_captured_lenet", "torch_lenet", "lenet step, captured vs LibTorch");
   ms_bench::compare("ms_eager_lenet", "torch_lenet", "lenet step, eager vs LibTorch");
-  ms_bench::compare("gemm_floor_mlp", "torch_mlp", "mlp step's GEMMs alone vs LibTorch's whole step");
+  ms_bench::compare("gemm_floor_mlp_dnnl", "torch_mlp", "mlp step's GEMMs alone (oneDNN) vs LibTorch's whole step");
+  ms_bench::compare_fastest("ms_captured_mlp",
+                            {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_eigen", "gemm_floor_mlp_torch"},
+                            "floor_ratio mlp captured");
+  ms_bench::compare_fastest("ms_eager_mlp",
+                            {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_eigen", "gemm_floor_mlp_torch"},
+                            "floor_ratio mlp eager");
+  std::printf("train_step: ms GEMM path %s, oneDNN ISA %s\n", std::string(ms::cpu_gemm_name(ms::cpu_gemm())).c_str(),
+              ms::dnnl_cpu_isa().c_str());
   return ms_bench::main(argc, argv);
 }

@@ -9,6 +9,8 @@
 #include <ms/tools/dump.hpp>
 #include <ms/tools/profiler.hpp>
 
+#include "test_util.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -182,4 +184,27 @@ TEST_CASE("profiler: chains to the previously installed observer (dump + profile
   CHECK(dump->files_written() == 2);  // one output each
   CHECK(ms::ops::detail::observer == nullptr);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("profiler: the summary and the trace name the CPU GEMM path and the primitive cache", "[tools][dnnl]") {
+  const ms::CpuGemm saved = ms::cpu_gemm();
+  Tensor<float> x = ms::ones<float>({2, 1, 6, 6}), w = ms::ones<float>({3, 1, 3, 3});
+  ms::Profiler prof;
+  prof.start();
+  Tensor<float> y = ms::conv2d(x, w);
+  y = ms::conv2d(x, w);
+  prof.stop();
+  ms_test::require_values(y, std::vector<double>(2 * 3 * 4 * 4, 9.0));  // 3 x 3 windows of ones
+  const ms::DnnlCacheStats c = ms::dnnl_cache_stats();
+  const std::string line =
+      fmt::format("CPU GEMM: {} ({}); primitive cache {}/{}, {} hits, {} misses", ms::cpu_gemm_name(saved),
+                  ms::dnnl_cpu_isa(), c.size, c.capacity, c.hits, c.misses);
+  CHECK(prof.table().find(line) != std::string::npos);
+  const json other = prof.chrome_trace_json().at("otherData");
+  CHECK(other.at("cpu_gemm") == std::string(ms::cpu_gemm_name(saved)));
+  CHECK(other.at("dnnl_isa") == ms::dnnl_cpu_isa());
+  CHECK(other.at("dnnl_cache").at("hits").get<std::uint64_t>() == c.hits);
+#if defined(MS_HAVE_DNNL)
+  if (saved == ms::CpuGemm::dnnl) CHECK(c.hits >= 1);  // the second conv2d found the first one's primitive
+#endif
 }

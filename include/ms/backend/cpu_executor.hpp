@@ -8,8 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "../graph/passes.hpp"
+#include "../ops/dnnl.hpp"
 #include "../ops/inplace.hpp"
 #include "../ops/views.hpp"
 #include "cpu_codegen.hpp"
@@ -64,6 +66,10 @@ class Executable {
     }
     for (ValueId v : fresh_) bind(v, AnyTensor::empty(graph_.value(v).meta.shape, graph_.value(v).meta.dtype));
     ops::OpObserver* obs = ops::detail::observer;
+    // The first replay takes ownership of the oneDNN primitives its nodes use (made when
+    // the graph was traced): later replays only execute them, whatever else fills the cache.
+    std::optional<ops::detail::PrimitiveOwner> owner;
+    if (!primitives_owned_) owner.emplace(primitives_);
     for (Step& s : steps_) {
       std::uint64_t token = 0;
       if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs, info(s));
@@ -79,6 +85,8 @@ class Executable {
       }
       if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out, info(s));
     }
+    owner.reset();
+    primitives_owned_ = true;
     std::vector<AnyTensor> outs;
     outs.reserve(graph_.outputs().size());
     for (ValueId v : graph_.outputs()) {
@@ -96,6 +104,9 @@ class Executable {
     release_run_bindings();
     return outs;
   }
+  /// oneDNN primitives this executable owns (taken on its first replay; 0 without oneDNN).
+  std::size_t owned_primitives() const { return primitives_.size(); }
+
   std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
     return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
   }
@@ -201,6 +212,8 @@ class Executable {
   std::vector<bool> input_viewed_;  ///< per graph input: read directly by a view op
   std::vector<ValueId> runtime_views_;  ///< outputs of views computed on every run
   std::shared_ptr<Storage> arena_;
+  std::vector<std::shared_ptr<const void>> primitives_;  ///< oneDNN primitives of the nodes (ops/dnnl.hpp)
+  bool primitives_owned_ = false;
   MemoryPlan plan_;
   std::vector<BufferReq> buffers_;
 };

@@ -1,12 +1,11 @@
 #pragma once
 // Matrix products: matmul (NumPy semantics: 1-D operands promoted and the added dim
 // removed, batched with broadcast batch dims) and linear (x @ w^T + b, the dense
-// layer). Belongs here: their op definitions, inference and CPU kernels, which run
-// Eigen's GEMM on Eigen::Map views of the operands' own strides, so transposed or
-// sliced matrices (e.g. a transposed weight) are not copied. Built with MS_HAVE_BLAS
-// (CMake: MS_USE_BLAS, on when OpenBLAS is found), float and double products go to
-// OpenBLAS's sgemm/dgemm on the same strides instead: 1.3-1.6x Eigen's speed on the
-// training shapes here.
+// layer). Belongs here: their op definitions, inference and CPU kernels. The GEMM reads
+// the operands on their own strides, so transposed or sliced matrices (e.g. a transposed
+// weight) are not copied. Which library runs it is ms::cpu_gemm() (ops/dnnl.hpp): oneDNN's
+// sgemm for float by default, OpenBLAS's sgemm/dgemm (float64 on the dnnl path too), or
+// Eigen's GEMM on Eigen::Map views, which is always there.
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +17,7 @@
 #include <Eigen/Core>
 
 #include "../core/parallel.hpp"
+#include "dnnl.hpp"
 #include "views.hpp"
 
 namespace ms::ops {
@@ -154,8 +154,18 @@ void gemm(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c, bool
     return;
   }
   if constexpr (std::is_floating_point_v<T>) {
+    [[maybe_unused]] const CpuGemm path = cpu_gemm();
+#if defined(MS_HAVE_DNNL)
+    if constexpr (std::is_same_v<T, float>) {
+      if (path == CpuGemm::dnnl) {
+        gemm_dnnl(a, ma.col_major, ma.ld, b, mb.col_major, mb.ld, c, M, N, K, accumulate);
+        return;
+      }
+    }
+#endif
 #if defined(MS_HAVE_BLAS)
-    if (gemm_blas(a, ma, b, mb, c, M, N, K, accumulate)) return;
+    // float64 on the dnnl path goes to OpenBLAS too: oneDNN has no f64 GEMM.
+    if (path != CpuGemm::eigen && gemm_blas(a, ma, b, mb, c, M, N, K, accumulate)) return;
 #endif
     constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
     switch ((ma.col_major ? 2 : 0) + (mb.col_major ? 1 : 0)) {

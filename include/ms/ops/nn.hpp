@@ -1,6 +1,7 @@
 #pragma once
 // Neural-network ops on NCHW tensors (category nn, float32 and float64): conv2d
-// (im2col + Eigen GEMM, parallel over the batch), max/avg/adaptive-avg pooling,
+// (float on oneDNN's convolution primitives by default, see ops/dnnl.hpp; otherwise and
+// for float64 im2col + Eigen GEMM, parallel over the batch), max/avg/adaptive-avg pooling,
 // batch_norm (updates its running statistics in place, inside the kernel, so a
 // replayed graph updates them too) and layer_norm, dropout (a random op that also
 // returns its mask), embedding, and the losses cross_entropy (fused log_softmax),
@@ -31,6 +32,7 @@
 
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"
+#include "dnnl.hpp"
 #include "factory.hpp"
 #include "views.hpp"
 
@@ -468,6 +470,84 @@ void gather_conv_grad(const T* gp, const ConvGeom& q, std::int64_t n0, std::int6
     }
 }
 
+#if defined(MS_HAVE_DNNL)
+/// The three passes of a convolution that oneDNN runs.
+enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
+
+/// Whether a float convolution goes to oneDNN: on the dnnl path, with no empty dimension.
+inline bool conv_on_dnnl(const ConvGeom& q) {
+  return cpu_gemm() == CpuGemm::dnnl && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0;
+}
+
+/// One pass of a float convolution on oneDNN, on ms's own contiguous NCHW / OIHW buffers
+/// (no reorders): forward y = conv(a = x, b = w) + bias; grad_input out = the input gradient
+/// of a = g with b = w; grad_weight out = the weight gradient of a = g with b = x. The
+/// primitive comes from the cache (made on first use of the geometry).
+inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const float* a, const float* b,
+                      const float* bias, float* out) {
+  const auto shapes = [&] {
+    return fmt::format("input ({}, {}, {}, {}), weight ({}, {}, {}, {}), output ({}, {}, {}, {})", q.N, q.C, q.H, q.W,
+                       q.O, q.Cg(), q.kh, q.kw, q.N, q.O, q.Ho, q.Wo);
+  };
+  const bool has_bias = pass == ConvPass::forward && bias != nullptr;
+  const DnnlKey key{static_cast<std::int64_t>(pass), q.N, q.C, q.H, q.W, q.O, q.kh, q.kw, q.sh, q.sw,
+                    q.ph, q.pw, q.dh, q.dw, q.G, has_bias ? 1 : 0};
+  const dnnl_memory_desc_t src = dnnl_plain_md({q.N, q.C, q.H, q.W}, dnnl_nchw, op.name, "");
+  const dnnl_memory_desc_t dst = dnnl_plain_md({q.N, q.O, q.Ho, q.Wo}, dnnl_nchw, op.name, "");
+  const dnnl_memory_desc_t wei = q.G > 1 ? dnnl_plain_md({q.G, q.Og(), q.Cg(), q.kh, q.kw}, dnnl_goihw, op.name, "")
+                                         : dnnl_plain_md({q.O, q.C, q.kh, q.kw}, dnnl_oihw, op.name, "");
+  const dnnl_memory_desc_t bmd = dnnl_plain_md({q.O}, dnnl_a, op.name, "");
+  const dnnl_dims_t strides{q.sh, q.sw}, dilates{q.dh - 1, q.dw - 1}, pad{q.ph, q.pw};
+  auto prim = DnnlCache::instance().get(key, [&] {
+    const std::string sh = shapes();
+    dnnl_convolution_desc_t fwd;
+    dnnl_check(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &src, &wei,
+                                                          has_bias ? &bmd : nullptr, &dst, strides, dilates, pad, pad),
+               op.name, "convolution descriptor", sh);
+    if (pass == ConvPass::forward) return make_dnnl_primitive(&fwd, nullptr, op.name, sh);
+    // The backward passes need the forward primitive descriptor as a hint.
+    dnnl_primitive_desc_t hint = nullptr;
+    dnnl_check(dnnl_primitive_desc_create(&hint, &fwd, nullptr, dnnl_engine(), nullptr), op.name,
+               "forward hint descriptor", sh);
+    dnnl_convolution_desc_t bwd;
+    dnnl_status_t st =
+        pass == ConvPass::grad_input
+            ? dnnl_dilated_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &src, &wei, &dst, strides,
+                                                               dilates, pad, pad)
+            : dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src, &wei, nullptr, &dst,
+                                                                  strides, dilates, pad, pad);
+    if (st != dnnl_success) dnnl_primitive_desc_destroy(hint);
+    dnnl_check(st, op.name, "backward convolution descriptor", sh);
+    try {
+      auto p = make_dnnl_primitive(&bwd, hint, op.name, sh);
+      dnnl_primitive_desc_destroy(hint);
+      return p;
+    } catch (...) {
+      dnnl_primitive_desc_destroy(hint);
+      throw;
+    }
+  });
+  switch (pass) {
+    case ConvPass::forward:
+      if (has_bias)
+        dnnl_execute<4>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_BIAS, &bmd, bias},
+                                 {DNNL_ARG_DST, &dst, out}}}, op.name, shapes());
+      else
+        dnnl_execute<3>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DST, &dst, out}}},
+                        op.name, shapes());
+      break;
+    case ConvPass::grad_input:
+      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DIFF_SRC, &src, out}}},
+                      op.name, shapes());
+      break;
+    case ConvPass::grad_weight:
+      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_SRC, &src, b}, {DNNL_ARG_DIFF_WEIGHTS, &wei, out}}},
+                      op.name, shapes());
+      break;
+  }
+}
+#endif
+
 template <class T>
 void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   const AnyTensor x = contiguous_raw(k.in[0]), w = contiguous_raw(k.in[1]);
@@ -478,6 +558,15 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   const std::int64_t bs = bp ? k.in[2].strides()[0] : 0;
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
   if (k.out[0].numel() == 0) return;
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q)) {
+      const AnyTensor b = bp ? contiguous_raw(k.in[2]) : AnyTensor();
+      conv_dnnl(ConvPass::forward, k.op, q, xp, wp, bp ? static_cast<const float*>(b.raw_data()) : nullptr, yp);
+      return;
+    }
+  }
+#endif
   for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
     const std::int64_t ld = nb * P;
     for (std::int64_t g = 0; g < q.G; ++g) {
@@ -509,6 +598,11 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
   T* xp = static_cast<T*>(k.out[0].raw_data());
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
   if (k.out[0].numel() == 0) return;
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q)) return conv_dnnl(ConvPass::grad_input, k.op, q, gp, wp, nullptr, xp);
+  }
+#endif
   for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
     const std::int64_t ld = nb * P;
     std::fill(xp + n0 * q.C * q.H * q.W, xp + (n0 + nb) * q.C * q.H * q.W, T(0));
@@ -534,6 +628,11 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   const T* gp = static_cast<const T*>(g.raw_data());
   const T* xp = static_cast<const T*>(x.raw_data());
   T* wp = static_cast<T*>(k.out[0].raw_data());
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q) && k.out[0].numel() > 0) return conv_dnnl(ConvPass::grad_weight, k.op, q, gp, xp, nullptr, wp);
+  }
+#endif
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P(), wsize = q.O * K;
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min(q.N, kConvWeightChunks));
   const std::int64_t B = conv_block_images(q);

@@ -1,0 +1,371 @@
+#pragma once
+// Which library runs the CPU's heavy float products, and the oneDNN binding behind it.
+// Belongs here: the GEMM/convolution path switch (ms::cpu_gemm, MS_CPU_GEMM), oneDNN's
+// engine, per-thread streams and thread count, its errors as ms errors, and the bounded
+// cache of convolution primitives. Not here: the kernels that call it (ops/linalg.hpp,
+// ops/nn.hpp), which keep their Eigen code as the fallback and for float64.
+//
+// oneDNN (Debian libdnnl-dev; CMake MS_USE_DNNL, on by default, defines MS_HAVE_DNNL)
+// generates its kernels for the CPU it runs on, so a program built without -march still
+// runs AVX-512 (or AMX) code where the machine has it. Primitives are made once per
+// shape, kept in a cache keyed by everything that shapes them, and executed many times:
+// in a captured graph the trace creates them and every replay only executes.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <iterator>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../core/allocator.hpp"
+#include "../core/error.hpp"
+#include "../core/parallel.hpp"
+
+#if defined(MS_HAVE_DNNL)
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#endif
+
+namespace ms {
+
+/// The library that runs float GEMMs (matmul, linear and their gradients) and float
+/// convolutions on the CPU. float64 always runs on OpenBLAS or Eigen (oneDNN has no f64).
+enum class CpuGemm : int {
+  dnnl = 0,   ///< oneDNN: sgemm and convolution primitives (the default when built with it)
+  blas = 1,   ///< OpenBLAS's sgemm/dgemm; convolutions as im2col + Eigen GEMM
+  eigen = 2,  ///< Eigen's GEMM for everything (always available)
+};
+
+/// The path's name as MS_CPU_GEMM spells it: "dnnl", "blas" or "eigen".
+constexpr std::string_view cpu_gemm_name(CpuGemm g) {
+  return g == CpuGemm::dnnl ? "dnnl" : g == CpuGemm::blas ? "blas" : "eigen";
+}
+
+/// Whether this build can run `g` (dnnl needs MS_HAVE_DNNL, blas MS_HAVE_BLAS).
+constexpr bool cpu_gemm_available([[maybe_unused]] CpuGemm g) {
+#if !defined(MS_HAVE_DNNL)
+  if (g == CpuGemm::dnnl) return false;
+#endif
+#if !defined(MS_HAVE_BLAS)
+  if (g == CpuGemm::blas) return false;
+#endif
+  return true;
+}
+
+namespace ops::detail {
+inline CpuGemm parse_cpu_gemm(std::string_view v, std::string_view where) {
+  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen}) {
+    if (v != cpu_gemm_name(g)) continue;
+    MS_CHECK(cpu_gemm_available(g), ValueError,
+             "{}: the '{}' GEMM path is not in this build ({}); available: {}", where, v,
+             g == CpuGemm::dnnl ? "built without oneDNN: install libdnnl-dev and keep MS_USE_DNNL on"
+                                : "built without OpenBLAS: install libopenblas-openmp-dev and keep MS_USE_BLAS on",
+             cpu_gemm_available(CpuGemm::dnnl) ? (cpu_gemm_available(CpuGemm::blas) ? "dnnl, blas, eigen" : "dnnl, eigen")
+                                               : (cpu_gemm_available(CpuGemm::blas) ? "blas, eigen" : "eigen"));
+    return g;
+  }
+  MS_THROW(ValueError, "{}: unknown GEMM path '{}' (valid: dnnl, blas, eigen)", where, v);
+}
+
+inline std::atomic<int>& cpu_gemm_setting() {
+  static std::atomic<int> g{[] {
+    if (const char* e = std::getenv("MS_CPU_GEMM"); e && *e) return static_cast<int>(parse_cpu_gemm(e, "MS_CPU_GEMM"));
+    if (cpu_gemm_available(CpuGemm::dnnl)) return static_cast<int>(CpuGemm::dnnl);
+    if (cpu_gemm_available(CpuGemm::blas)) return static_cast<int>(CpuGemm::blas);
+    return static_cast<int>(CpuGemm::eigen);
+  }()};
+  return g;
+}
+}  // namespace ops::detail
+
+/// The GEMM/convolution path in use: MS_CPU_GEMM (dnnl|blas|eigen) when set, else the
+/// fastest this build has (dnnl, then blas, then eigen).
+inline CpuGemm cpu_gemm() { return static_cast<CpuGemm>(ops::detail::cpu_gemm_setting().load(std::memory_order_relaxed)); }
+/// Selects the path for the whole process; a path this build lacks is a ValueError.
+inline void set_cpu_gemm(CpuGemm g) {
+  (void)ops::detail::parse_cpu_gemm(cpu_gemm_name(g), "set_cpu_gemm");
+  ops::detail::cpu_gemm_setting().store(static_cast<int>(g), std::memory_order_relaxed);
+}
+
+/// Size and use of the oneDNN primitive cache (all zero without oneDNN).
+struct DnnlCacheStats {
+  std::size_t size = 0;      ///< primitives held
+  std::size_t capacity = 0;  ///< most primitives held (MS_DNNL_CACHE_CAPACITY, default 256),
+                             ///< beyond those that executables own
+
+  std::uint64_t hits = 0;    ///< lookups that found a primitive
+  std::uint64_t misses = 0;  ///< lookups that created one
+  double hit_rate() const { return hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0; }
+};
+inline DnnlCacheStats dnnl_cache_stats();
+/// Empties the primitive cache (statistics restart at zero).
+inline void dnnl_cache_clear();
+/// The instruction set oneDNN generates code for on this CPU ("avx512_core_bf16", ...), or
+/// "none" without oneDNN.
+inline std::string dnnl_cpu_isa();
+
+namespace ops::detail {
+/// While set (PrimitiveOwner), every oneDNN primitive this thread takes from the cache is
+/// also appended here: a captured graph's executable keeps the primitives of its nodes
+/// alive this way, and the cache never evicts a primitive someone else holds.
+inline thread_local std::vector<std::shared_ptr<const void>>* primitive_owner = nullptr;
+
+/// Scope in which the primitives used on this thread become owned by `held`.
+class PrimitiveOwner {
+ public:
+  explicit PrimitiveOwner(std::vector<std::shared_ptr<const void>>& held) : saved_(primitive_owner) {
+    primitive_owner = &held;
+  }
+  ~PrimitiveOwner() { primitive_owner = saved_; }
+  PrimitiveOwner(const PrimitiveOwner&) = delete;
+  PrimitiveOwner& operator=(const PrimitiveOwner&) = delete;
+
+ private:
+  std::vector<std::shared_ptr<const void>>* saved_;
+};
+}  // namespace ops::detail
+
+// =============================================================================================
+// Implementation
+// =============================================================================================
+
+#if defined(MS_HAVE_DNNL)
+namespace ops::detail {
+
+/// A oneDNN status as an ms::BackendError naming the op, what was being done and the shapes.
+inline void dnnl_check(dnnl_status_t st, std::string_view op, std::string_view what, std::string_view shapes) {
+  MS_CHECK(st == dnnl_success, BackendError, "{}: oneDNN {} failed with status {} ({}) for {}", op, what,
+           dnnl_status2str(st), static_cast<int>(st), shapes);
+}
+
+inline dnnl_engine_t dnnl_engine() {
+  static dnnl_engine_t eng = [] {
+    dnnl_engine_t e = nullptr;
+    dnnl_check(dnnl_engine_create(&e, dnnl_cpu, 0), "dnnl", "engine creation", "the CPU");
+    return e;
+  }();
+  return eng;
+}
+
+/// One stream per thread: a CPU stream is cheap, and threads never share one.
+inline dnnl_stream_t dnnl_stream() {
+  struct Holder {
+    dnnl_stream_t s = nullptr;
+    ~Holder() {
+      if (s) dnnl_stream_destroy(s);
+    }
+  };
+  thread_local Holder h;
+  if (!h.s) dnnl_check(dnnl_stream_create(&h.s, dnnl_engine(), dnnl_stream_default_flags), "dnnl", "stream creation", "the CPU");
+  return h.s;
+}
+
+/// oneDNN (OpenMP build) runs on omp_get_max_threads() threads: keep it at ms's count, so
+/// that ms::set_num_threads(2) never has oneDNN wake every core. Inside one of ms's own
+/// parallel regions OpenMP's nesting is off, and oneDNN runs on the calling thread.
+inline void sync_dnnl_threads() {
+#if defined(_OPENMP)
+  thread_local int current = -1;
+  const int n = get_num_threads();
+  if (current != n) {
+    omp_set_num_threads(n);
+    current = n;
+  }
+#endif
+}
+
+/// c (M x N, row-major, ldc = N) = a @ b (+ c when accumulate) through dnnl_sgemm, which
+/// takes row-major operands: a row-major operand is 'N', a column-major one 'T'.
+inline void gemm_dnnl(const float* a, bool a_col, std::int64_t lda, const float* b, bool b_col, std::int64_t ldb,
+                      float* c, std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate) {
+  sync_dnnl_threads();
+  const dnnl_status_t st = dnnl_sgemm(a_col ? 'T' : 'N', b_col ? 'T' : 'N', M, N, K, 1.0f, a, lda, b, ldb,
+                                      accumulate ? 1.0f : 0.0f, c, N);
+  if (st != dnnl_success)
+    dnnl_check(st, "matmul", "sgemm", fmt::format("({}, {}) @ ({}, {})", M, K, K, N));
+}
+
+/// A created primitive with what its execution needs besides the data.
+struct DnnlPrimitive {
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t prim = nullptr;
+  std::size_t scratch_bytes = 0;
+  DnnlPrimitive() = default;
+  DnnlPrimitive(const DnnlPrimitive&) = delete;
+  DnnlPrimitive& operator=(const DnnlPrimitive&) = delete;
+  ~DnnlPrimitive() {
+    if (prim) dnnl_primitive_destroy(prim);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+  }
+};
+
+/// Everything that shapes a primitive: its kind, then its dimensions and attributes.
+using DnnlKey = std::array<std::int64_t, 20>;
+
+/// The bounded, least-recently-used cache of primitives, shared by all threads. Entries are
+/// shared_ptrs, so a primitive evicted while another thread executes it stays alive.
+class DnnlCache {
+ public:
+  static DnnlCache& instance() {
+    static DnnlCache c;
+    return c;
+  }
+  template <class Make>
+  std::shared_ptr<const DnnlPrimitive> get(const DnnlKey& key, Make&& make) {
+    std::shared_ptr<const DnnlPrimitive> p = find(key);
+    if (!p) p = insert(key, make());  // created outside the lock
+    if (primitive_owner) primitive_owner->push_back(p);
+    return p;
+  }
+  DnnlCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {map_.size(), capacity_, hits_, misses_};
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+    hits_ = misses_ = 0;
+  }
+
+ private:
+  DnnlCache() {
+    if (const char* e = std::getenv("MS_DNNL_CACHE_CAPACITY"); e && *e) {
+      char* end = nullptr;
+      const long v = std::strtol(e, &end, 10);
+      MS_CHECK(end && *end == '\0' && v >= 1, ValueError,
+               "MS_DNNL_CACHE_CAPACITY must be a positive integer, got '{}'", e);
+      capacity_ = static_cast<std::size_t>(v);
+    }
+  }
+  std::shared_ptr<const DnnlPrimitive> find(const DnnlKey& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    ++hits_;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+  std::shared_ptr<const DnnlPrimitive> insert(const DnnlKey& key, std::shared_ptr<const DnnlPrimitive> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++misses_;
+    if (auto it = map_.find(key); it != map_.end()) return it->second.first;  // another thread won
+    lru_.push_front(key);
+    map_.emplace(key, std::make_pair(p, lru_.begin()));
+    // Evict the least recently used primitives that nobody else holds (an executable that
+    // owns its primitives keeps them here too, so its replays always hit).
+    for (auto it = std::prev(lru_.end()); map_.size() > capacity_ && it != lru_.begin();) {
+      auto victim = map_.find(*it);
+      auto prev = std::prev(it);
+      if (victim->second.first.use_count() == 1) {
+        map_.erase(victim);
+        lru_.erase(it);
+      }
+      it = prev;
+    }
+    return p;
+  }
+
+  std::mutex mu_;
+  std::list<DnnlKey> lru_;
+  std::map<DnnlKey, std::pair<std::shared_ptr<const DnnlPrimitive>, std::list<DnnlKey>::iterator>> map_;
+  std::size_t capacity_ = 256;
+  std::uint64_t hits_ = 0, misses_ = 0;
+};
+
+/// Creates a primitive from an op descriptor with a user-managed scratchpad (so the memory
+/// it needs comes from ms's allocator and shows in its statistics).
+inline std::shared_ptr<const DnnlPrimitive> make_dnnl_primitive(const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
+                                                               std::string_view op, std::string_view shapes) {
+  auto p = std::make_shared<DnnlPrimitive>();
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_check(dnnl_primitive_attr_create(&attr), op, "attribute creation", shapes);
+  dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (st == dnnl_success) st = dnnl_primitive_desc_create(&p->pd, desc, attr, dnnl_engine(), hint);
+  dnnl_primitive_attr_destroy(attr);
+  dnnl_check(st, op, "primitive descriptor creation", shapes);
+  dnnl_check(dnnl_primitive_create(&p->prim, p->pd), op, "primitive creation", shapes);
+  if (const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0))
+    p->scratch_bytes = dnnl_memory_desc_get_size(md);
+  return p;
+}
+
+/// One argument of an execution: its oneDNN name, layout and data.
+struct DnnlArg {
+  int name;
+  const dnnl_memory_desc_t* md;
+  const void* data;
+};
+
+/// Executes `p` on this thread's stream with the given arguments (plain layouts wrapping
+/// ms's buffers, no copies) and a scratchpad from ms's host allocator; waits for it.
+template <std::size_t N>
+void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, std::string_view op, std::string_view shapes) {
+  sync_dnnl_threads();
+  const dnnl_engine_t eng = dnnl_engine();
+  std::array<dnnl_memory_t, N + 1> mem{};
+  std::array<dnnl_exec_arg_t, N + 1> exec{};
+  Allocator& alloc = CachingHostAllocator::instance();
+  void* scratch = p.scratch_bytes ? alloc.allocate(p.scratch_bytes) : nullptr;
+  int n = 0;
+  dnnl_status_t st = dnnl_success;
+  auto add = [&](int name, const dnnl_memory_desc_t* md, void* data) {
+    if (st != dnnl_success) return;
+    st = dnnl_memory_create(&mem[static_cast<std::size_t>(n)], md, eng, data);
+    if (st == dnnl_success) exec[static_cast<std::size_t>(n)] = {name, mem[static_cast<std::size_t>(n)]}, ++n;
+  };
+  for (const DnnlArg& a : args) add(a.name, a.md, const_cast<void*>(a.data));
+  if (scratch) add(DNNL_ARG_SCRATCHPAD, dnnl_primitive_desc_query_md(p.pd, dnnl_query_scratchpad_md, 0), scratch);
+  const dnnl_stream_t stream = dnnl_stream();
+  if (st == dnnl_success) st = dnnl_primitive_execute(p.prim, stream, n, exec.data());
+  if (st == dnnl_success) st = dnnl_stream_wait(stream);
+  for (int i = 0; i < n; ++i) dnnl_memory_destroy(mem[static_cast<std::size_t>(i)]);
+  if (scratch) alloc.deallocate(scratch, p.scratch_bytes);
+  dnnl_check(st, op, "execution", shapes);
+}
+
+/// A plain (dense, row-major) f32 memory descriptor of the given dims and format tag.
+inline dnnl_memory_desc_t dnnl_plain_md(std::initializer_list<std::int64_t> dims, dnnl_format_tag_t tag,
+                                        std::string_view op, std::string_view shapes) {
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d{};
+  int nd = 0;
+  for (std::int64_t v : dims) d[nd++] = v;
+  dnnl_check(dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tag), op, "memory descriptor", shapes);
+  return md;
+}
+
+}  // namespace ops::detail
+
+inline DnnlCacheStats dnnl_cache_stats() { return ops::detail::DnnlCache::instance().stats(); }
+inline void dnnl_cache_clear() { ops::detail::DnnlCache::instance().clear(); }
+inline std::string dnnl_cpu_isa() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    default: return fmt::format("isa 0x{:x}", static_cast<unsigned>(dnnl_get_effective_cpu_isa()));
+  }
+}
+#else
+inline DnnlCacheStats dnnl_cache_stats() { return {}; }
+inline void dnnl_cache_clear() {}
+inline std::string dnnl_cpu_isa() { return "none"; }
+#endif
+
+}  // namespace ms

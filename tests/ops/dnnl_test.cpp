@@ -1,0 +1,245 @@
+// The GEMM/convolution path switch (ms::cpu_gemm, MS_CPU_GEMM) and the oneDNN path:
+// every path gives the reference's values on the same products and convolutions, the
+// primitive cache is hit on repeated geometries and stays bounded, oneDNN runs on ms's
+// thread count, and a failed oneDNN call is a BackendError naming the op.
+// The op tests themselves run on every path: ctest runs them again with MS_CPU_GEMM set
+// (tests/CMakeLists.txt, entries ops.gemm_*).
+#include <catch2/catch.hpp>
+#include <ms/ms.hpp>
+
+#include "test_util.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace dnnl_test {
+
+using ms::CpuGemm;
+using ms::Shape;
+using ms::Tensor;
+
+/// Restores the GEMM path (and the thread count) a test changes.
+struct GemmPathGuard {
+  CpuGemm saved = ms::cpu_gemm();
+  int threads = ms::get_num_threads();
+  ~GemmPathGuard() {
+    ms::set_cpu_gemm(saved);
+    ms::set_num_threads(threads);
+  }
+};
+
+std::vector<CpuGemm> available_paths() {
+  std::vector<CpuGemm> v;
+  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
+    if (ms::cpu_gemm_available(g)) v.push_back(g);
+  return v;
+}
+
+/// The row-major product of a (M x K) and b (K x N), in double.
+std::vector<double> ref_matmul(const std::vector<double>& a, const std::vector<double>& b, std::int64_t M,
+                               std::int64_t N, std::int64_t K) {
+  std::vector<double> c(static_cast<std::size_t>(M * N), 0.0);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t j = 0; j < N; ++j)
+        c[static_cast<std::size_t>(i * N + j)] +=
+            a[static_cast<std::size_t>(i * K + k)] * b[static_cast<std::size_t>(k * N + j)];
+  return c;
+}
+
+std::vector<double> as_doubles(const Tensor<float>& t) {
+  std::vector<double> v;
+  for (float f : t.to_vector()) v.push_back(f);
+  return v;
+}
+
+}  // namespace dnnl_test
+
+using namespace dnnl_test;
+
+TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
+  GemmPathGuard guard;
+  CHECK(ms::cpu_gemm_name(CpuGemm::dnnl) == "dnnl");
+  CHECK(ms::cpu_gemm_name(CpuGemm::blas) == "blas");
+  CHECK(ms::cpu_gemm_name(CpuGemm::eigen) == "eigen");
+  CHECK(ms::cpu_gemm_available(CpuGemm::eigen));
+  for (CpuGemm g : available_paths()) {
+    ms::set_cpu_gemm(g);
+    CHECK(ms::cpu_gemm() == g);
+  }
+  try {
+    (void)ms::ops::detail::parse_cpu_gemm("mkl", "MS_CPU_GEMM");
+    FAIL("no error");
+  } catch (const ms::ValueError& e) {
+    CHECK(std::string(e.what()) == "[ms.value_error] MS_CPU_GEMM: unknown GEMM path 'mkl' (valid: dnnl, blas, eigen)");
+  }
+#if !defined(MS_HAVE_DNNL)
+  CHECK_THROWS_AS(ms::set_cpu_gemm(CpuGemm::dnnl), ms::ValueError);
+#endif
+#if defined(MS_HAVE_DNNL)
+  // The default of a build with oneDNN, unless the environment chose another path.
+  if (std::getenv("MS_CPU_GEMM") == nullptr) CHECK(guard.saved == CpuGemm::dnnl);
+  CHECK(ms::dnnl_cpu_isa() != "none");
+#endif
+}
+
+TEST_CASE("matmul and linear give the reference on every GEMM path, with transposed operands", "[op][dnnl]") {
+  GemmPathGuard guard;
+  struct Case {
+    std::int64_t M, N, K;
+  };
+  for (CpuGemm path : available_paths()) {
+    ms::set_cpu_gemm(path);
+    for (const Case& c : {Case{64, 256, 784}, Case{7, 5, 3}, Case{1, 9, 17}, Case{33, 1, 65}}) {
+      INFO("path " << ms::cpu_gemm_name(path) << ", M " << c.M << " N " << c.N << " K " << c.K);
+      Tensor<float> a = ms_test::random_floats(Shape{c.M, c.K}, 1, -1, 1);
+      Tensor<float> b = ms_test::random_floats(Shape{c.K, c.N}, 2, -1, 1);
+      const auto ref = ref_matmul(as_doubles(a), as_doubles(b), c.M, c.N, c.K);
+      ms_test::require_values(ms::matmul(a, b), ref, 1e-4, 1e-4);
+      // Column-major operands: transposed views of contiguous buffers, not copied.
+      Tensor<float> at = a.t().contiguous(), bt = b.t().contiguous();
+      ms_test::require_values(ms::matmul(at.t(), bt.t()), ref, 1e-4, 1e-4);
+      // linear: x @ w^T + bias, the bias accumulated into the product.
+      Tensor<float> bias = ms_test::random_floats(Shape{c.N}, 3, -1, 1);
+      auto ref_lin = ref;
+      const auto bv = as_doubles(bias);
+      for (std::int64_t i = 0; i < c.M; ++i)
+        for (std::int64_t j = 0; j < c.N; ++j) ref_lin[static_cast<std::size_t>(i * c.N + j)] += bv[static_cast<std::size_t>(j)];
+      ms_test::require_values(ms::linear(a, bt, bias), ref_lin, 1e-4, 1e-4);
+    }
+  }
+}
+
+TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, dilation, groups)", "[op][dnnl][conv2d]") {
+  GemmPathGuard guard;
+  struct Case {
+    Shape x, w;
+    ms::ops::Int2 stride, padding, dilation;
+    std::int64_t groups;
+  };
+  const std::vector<Case> cases = {
+      {{4, 1, 28, 28}, {6, 1, 5, 5}, 1, 2, 1, 1},      // LeNet's first layer
+      {{4, 6, 14, 14}, {16, 6, 5, 5}, 1, 0, 1, 1},     // and its second
+      {{2, 4, 9, 7}, {6, 2, 3, 3}, {2, 1}, 1, 1, 2},   // groups 2, uneven stride
+      {{2, 3, 11, 10}, {4, 3, 3, 2}, 1, {2, 1}, 2, 1}, // dilation 2
+      {{3, 4, 6, 6}, {4, 1, 3, 3}, 2, 1, 1, 4},        // depthwise, stride 2
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i << ": input " << ms::shape_str(c.x) << ", weight " << ms::shape_str(c.w));
+    Tensor<float> x = ms_test::random_floats(c.x, 10 + static_cast<unsigned>(i), -1, 1);
+    Tensor<float> w = ms_test::random_floats(c.w, 20 + static_cast<unsigned>(i), -1, 1);
+    Tensor<float> b = ms_test::random_floats(Shape{c.w[0]}, 30 + static_cast<unsigned>(i), -1, 1);
+    // The float64 result on the im2col path is the reference.
+    ms::set_cpu_gemm(CpuGemm::eigen);
+    Tensor<double> xd = ms::cast<double>(x), wd = ms::cast<double>(w), bd = ms::cast<double>(b);
+    Tensor<double> yd = ms::conv2d(xd, wd, bd, c.stride, c.padding, c.dilation, c.groups);
+    Tensor<double> g = ms::cast<double>(ms_test::random_floats(yd.shape(), 40 + static_cast<unsigned>(i), -1, 1));
+    ms::ops::Attrs a{{"stride", c.stride.list()}, {"padding", c.padding.list()}, {"dilation", c.dilation.list()},
+                     {"groups", c.groups}};
+    ms::ops::Attrs ai = a, aw = a;
+    ai.set("input_shape", c.x.vec());
+    aw.set("weight_shape", c.w.vec());
+    Tensor<double> gxd = ms::ops::call1(ms::ops::conv2d_grad_input_op, {g, wd}, ai);
+    Tensor<double> gwd = ms::ops::call1(ms::ops::conv2d_grad_weight_op, {g, xd}, aw);
+    auto dv = [](const Tensor<double>& t) { return t.to_vector(); };
+    for (CpuGemm path : available_paths()) {
+      INFO("path " << ms::cpu_gemm_name(path));
+      ms::set_cpu_gemm(path);
+      const auto hits = ms::dnnl_cache_stats().hits;
+      Tensor<float> gf = ms::cast<float>(g);
+      for (int rep = 0; rep < 2; ++rep) {
+        ms_test::require_values(ms::conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups), dv(yd), 1e-4, 1e-4);
+        ms_test::require_values(Tensor<float>(ms::ops::call1(ms::ops::conv2d_grad_input_op, {gf, w}, ai)), dv(gxd),
+                                1e-4, 1e-4);
+        ms_test::require_values(Tensor<float>(ms::ops::call1(ms::ops::conv2d_grad_weight_op, {gf, x}, aw)), dv(gwd),
+                                1e-4, 1e-3);
+      }
+#if defined(MS_HAVE_DNNL)
+      // The second round found all three primitives made by the first.
+      if (path == CpuGemm::dnnl) CHECK(ms::dnnl_cache_stats().hits >= hits + 3);
+#endif
+      (void)hits;
+    }
+  }
+}
+
+TEST_CASE("oneDNN: the primitive cache is bounded and reports its use", "[op][dnnl]") {
+#if defined(MS_HAVE_DNNL)
+  GemmPathGuard guard;
+  ms::set_cpu_gemm(CpuGemm::dnnl);
+  ms::dnnl_cache_clear();
+  CHECK(ms::dnnl_cache_stats().size == 0);
+  CHECK(ms::dnnl_cache_stats().hits == 0);
+  Tensor<float> w = ms_test::random_floats(Shape{2, 1, 3, 3}, 1, -1, 1);
+  for (std::int64_t h = 3; h < 8; ++h) {
+    Tensor<float> x = ms_test::random_floats(Shape{1, 1, h, h}, 2, -1, 1);
+    (void)ms::conv2d(x, w);
+    (void)ms::conv2d(x, w);
+  }
+  const ms::DnnlCacheStats s = ms::dnnl_cache_stats();
+  CHECK(s.misses == 5);
+  CHECK(s.hits == 5);
+  CHECK(s.size == 5);
+  CHECK(s.hit_rate() == Approx(0.5));
+  CHECK(s.size <= s.capacity);
+#else
+  CHECK(ms::dnnl_cache_stats().size == 0);
+  CHECK(ms::dnnl_cpu_isa() == "none");
+#endif
+}
+
+TEST_CASE("oneDNN runs on ms's thread count, and its failures are BackendErrors", "[op][dnnl]") {
+#if defined(MS_HAVE_DNNL)
+  GemmPathGuard guard;
+  ms::set_cpu_gemm(CpuGemm::dnnl);
+  Tensor<float> a = ms_test::random_floats(Shape{32, 32}, 1), b = ms_test::random_floats(Shape{32, 32}, 2);
+  for (int n : {1, 2}) {
+    ms::set_num_threads(n);
+    (void)ms::matmul(a, b);
+#if defined(_OPENMP)
+    // oneDNN's OpenMP build uses omp_get_max_threads() threads.
+    CHECK(omp_get_max_threads() == n);
+#endif
+  }
+  try {
+    ms::ops::detail::dnnl_check(dnnl_invalid_arguments, "conv2d", "execution", "input (1, 1, 3, 3)");
+    FAIL("no error");
+  } catch (const ms::BackendError& e) {
+    CHECK(std::string(e.what()) ==
+          "[ms.backend_error] conv2d: oneDNN execution failed with status invalid_arguments (2) for input (1, 1, 3, 3)");
+  }
+#else
+  SUCCEED("built without oneDNN");
+#endif
+}
+
+TEST_CASE("oneDNN: a captured graph owns its primitives, so replays hit however full the cache is", "[op][dnnl][graph]") {
+#if defined(MS_HAVE_DNNL)
+  GemmPathGuard guard;
+  ms::set_cpu_gemm(CpuGemm::dnnl);
+  ms::dnnl_cache_clear();
+  Tensor<float> x = ms_test::random_floats(Shape{2, 1, 9, 9}, 1, -1, 1);
+  Tensor<float> w = ms_test::random_floats(Shape{3, 1, 3, 3}, 2, -1, 1);
+  auto f = ms::jit([](const Tensor<float>& a, const Tensor<float>& k) { return ms::relu(ms::conv2d(a, k, {}, 1, 1)); });
+  Tensor<float> y0 = f(x, w);  // traced: the eager run makes the primitive
+  Tensor<float> y1 = f(x, w);  // first replay: the executable takes it
+  REQUIRE(f.executable() != nullptr);
+  CHECK(f.executable()->owned_primitives() == 1);
+  CHECK(ms_test::same_bits(y0, y1));
+  // Fill the cache far beyond its capacity with other geometries: the owned one stays.
+  const std::size_t cap = ms::dnnl_cache_stats().capacity;
+  Tensor<float> k1 = ms_test::random_floats(Shape{1, 1, 1, 1}, 3, -1, 1);
+  for (std::size_t i = 0; i < cap + 8; ++i) (void)ms::conv2d(ms::ones<float>({1, 1, 1, static_cast<std::int64_t>(i + 1)}), k1);
+  CHECK(ms::dnnl_cache_stats().size <= cap + 1);
+  const auto before = ms::dnnl_cache_stats();
+  Tensor<float> y2 = f(x, w);
+  const auto after = ms::dnnl_cache_stats();
+  CHECK(after.misses == before.misses);
+  CHECK(after.hits == before.hits + 1);
+  CHECK(ms_test::same_bits(y0, y2));
+#else
+  SUCCEED("built without oneDNN");
+#endif
+}
