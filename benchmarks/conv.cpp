@@ -1,9 +1,10 @@
 // Convolution time, float32, on LeNet-5's two layers at batch 64 (the shapes of the
-// training step): the forward pass, the input gradient and the weight gradient, each on
-// ms's oneDNN path and on its im2col + Eigen path (ms::set_cpu_gemm), beside LibTorch's
-// convolution and its backward (at::convolution_backward) when found. The summary prints
-// the ratio of each ms path to LibTorch and of oneDNN to im2col (below 1: faster), which
-// is how ms chose oneDNN as the default for float convolutions.
+// training step): the forward pass, the input gradient and the weight gradient, each
+//   ms_im2col_*   ms's default: im2col over blocks of images, GEMMs on oneDNN's sgemm
+//   ms_eigen_*    the same kernels with Eigen's GEMM (MS_CPU_GEMM=eigen)
+//   ms_dnnl_*     oneDNN's convolution primitives (MS_CPU_CONV=dnnl)
+// beside LibTorch's convolution and its backward (at::convolution_backward) when found.
+// The summary prints the ratios (below 1: faster) that decide ms's default path.
 //
 //   ./conv                                 # both layers, 1 and 2 threads
 //   ./conv --benchmark_filter='fwd'        # forward passes only
@@ -30,15 +31,17 @@ constexpr Layer kLayers[] = {{64, 1, 28, 28, 6, 5, 2}, {64, 6, 14, 14, 16, 5, 0}
 
 enum class Pass { fwd, grad_input, grad_weight };
 
-void ms_conv(benchmark::State& s, Pass pass, ms::CpuGemm path) {
-  if (!ms::cpu_gemm_available(path)) {
-    s.SkipWithError("GEMM path not in this build");
+void ms_conv(benchmark::State& s, Pass pass, ms::CpuGemm path, ms::CpuConv conv) {
+  if (!ms::cpu_gemm_available(path) || (conv == ms::CpuConv::dnnl && !ms::cpu_gemm_available(ms::CpuGemm::dnnl))) {
+    s.SkipWithError("path not in this build");
     return;
   }
   const Layer& L = kLayers[s.range(0)];
   const ms::CpuGemm saved_path = ms::cpu_gemm();
+  const ms::CpuConv saved_conv = ms::cpu_conv();
   const int saved_threads = ms::get_num_threads();
   ms::set_cpu_gemm(path);
+  ms::set_cpu_conv(conv);
   ms::set_num_threads(static_cast<int>(s.range(1)));
   ms::manual_seed(0);
   ms::Tensor<float> x = ms::rand<float>({L.n, L.c, L.h, L.w}), w = ms::rand<float>({L.o, L.c, L.k, L.k});
@@ -61,14 +64,20 @@ void ms_conv(benchmark::State& s, Pass pass, ms::CpuGemm path) {
   }
   ms::set_num_threads(saved_threads);
   ms::set_cpu_gemm(saved_path);
+  ms::set_cpu_conv(saved_conv);
 }
 
-void ms_dnnl_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, ms::CpuGemm::dnnl); }
-void ms_dnnl_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, ms::CpuGemm::dnnl); }
-void ms_dnnl_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, ms::CpuGemm::dnnl); }
-void ms_im2col_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, ms::CpuGemm::eigen); }
-void ms_im2col_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, ms::CpuGemm::eigen); }
-void ms_im2col_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, ms::CpuGemm::eigen); }
+using ms::CpuConv;
+using ms::CpuGemm;
+void ms_im2col_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::im2col); }
+void ms_im2col_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::dnnl, CpuConv::im2col); }
+void ms_im2col_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::im2col); }
+void ms_eigen_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::eigen, CpuConv::im2col); }
+void ms_eigen_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::eigen, CpuConv::im2col); }
+void ms_eigen_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::eigen, CpuConv::im2col); }
+void ms_dnnl_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::dnnl); }
+void ms_dnnl_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::dnnl, CpuConv::dnnl); }
+void ms_dnnl_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::dnnl); }
 
 #ifdef MS_HAVE_TORCH
 void torch_conv(benchmark::State& s, Pass pass) {
@@ -110,12 +119,15 @@ int main(int argc, char** argv) {
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       };
-      add("ms_dnnl_fwd", ms_dnnl_fwd);
       add("ms_im2col_fwd", ms_im2col_fwd);
-      add("ms_dnnl_grad_input", ms_dnnl_grad_input);
+      add("ms_eigen_fwd", ms_eigen_fwd);
+      add("ms_dnnl_fwd", ms_dnnl_fwd);
       add("ms_im2col_grad_input", ms_im2col_grad_input);
-      add("ms_dnnl_grad_weight", ms_dnnl_grad_weight);
+      add("ms_eigen_grad_input", ms_eigen_grad_input);
+      add("ms_dnnl_grad_input", ms_dnnl_grad_input);
       add("ms_im2col_grad_weight", ms_im2col_grad_weight);
+      add("ms_eigen_grad_weight", ms_eigen_grad_weight);
+      add("ms_dnnl_grad_weight", ms_dnnl_grad_weight);
 #ifdef MS_HAVE_TORCH
       add("torch_fwd", torch_fwd);
       add("torch_grad_input", torch_grad_input);
@@ -123,9 +135,9 @@ int main(int argc, char** argv) {
 #endif
     }
   for (std::string p : {"fwd", "grad_input", "grad_weight"}) {
-    ms_bench::compare("ms_dnnl_" + p, "ms_im2col_" + p, "conv " + p + " oneDNN vs im2col");
-    ms_bench::compare("ms_dnnl_" + p, "torch_" + p, "conv " + p + " oneDNN vs LibTorch");
-    ms_bench::compare("ms_im2col_" + p, "torch_" + p, "conv " + p + " im2col vs LibTorch");
+    ms_bench::compare("ms_im2col_" + p, "torch_" + p, "conv " + p + " ms vs LibTorch");
+    ms_bench::compare("ms_im2col_" + p, "ms_eigen_" + p, "conv " + p + " im2col: oneDNN sgemm vs Eigen GEMM");
+    ms_bench::compare("ms_dnnl_" + p, "ms_im2col_" + p, "conv " + p + " oneDNN primitive vs im2col");
   }
   return ms_bench::main(argc, argv);
 }

@@ -1,4 +1,5 @@
-// The GEMM/convolution path switch (ms::cpu_gemm, MS_CPU_GEMM) and the oneDNN path:
+// The GEMM and convolution path switches (ms::cpu_gemm, MS_CPU_GEMM; ms::cpu_conv,
+// MS_CPU_CONV) and the oneDNN path:
 // every path gives the reference's values on the same products and convolutions, the
 // primitive cache is hit on repeated geometries and stays bounded, oneDNN runs on ms's
 // thread count, and a failed oneDNN call is a BackendError naming the op.
@@ -19,15 +20,26 @@ using ms::CpuGemm;
 using ms::Shape;
 using ms::Tensor;
 
-/// Restores the GEMM path (and the thread count) a test changes.
+/// Restores the GEMM and convolution paths (and the thread count) a test changes.
 struct GemmPathGuard {
   CpuGemm saved = ms::cpu_gemm();
+  ms::CpuConv saved_conv = ms::cpu_conv();
   int threads = ms::get_num_threads();
   ~GemmPathGuard() {
     ms::set_cpu_gemm(saved);
+    ms::set_cpu_conv(saved_conv);
     ms::set_num_threads(threads);
   }
 };
+
+/// Every (GEMM path, convolution path) pair this build has.
+std::vector<std::pair<CpuGemm, ms::CpuConv>> conv_paths() {
+  std::vector<std::pair<CpuGemm, ms::CpuConv>> v;
+  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
+    if (ms::cpu_gemm_available(g)) v.push_back({g, ms::CpuConv::im2col});
+  if (ms::cpu_gemm_available(CpuGemm::dnnl)) v.push_back({CpuGemm::dnnl, ms::CpuConv::dnnl});
+  return v;
+}
 
 std::vector<CpuGemm> available_paths() {
   std::vector<CpuGemm> v;
@@ -76,7 +88,10 @@ TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
   }
 #if !defined(MS_HAVE_DNNL)
   CHECK_THROWS_AS(ms::set_cpu_gemm(CpuGemm::dnnl), ms::ValueError);
+  CHECK_THROWS_AS(ms::set_cpu_conv(ms::CpuConv::dnnl), ms::ValueError);
 #endif
+  // im2col (GEMMs on the selected path) is the default convolution unless MS_CPU_CONV says otherwise.
+  if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.saved_conv == ms::CpuConv::im2col);
 #if defined(MS_HAVE_DNNL)
   // The default of a build with oneDNN, unless the environment chose another path.
   if (std::getenv("MS_CPU_GEMM") == nullptr) CHECK(guard.saved == CpuGemm::dnnl);
@@ -144,9 +159,10 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
     Tensor<double> gxd = ms::ops::call1(ms::ops::conv2d_grad_input_op, {g, wd}, ai);
     Tensor<double> gwd = ms::ops::call1(ms::ops::conv2d_grad_weight_op, {g, xd}, aw);
     auto dv = [](const Tensor<double>& t) { return t.to_vector(); };
-    for (CpuGemm path : available_paths()) {
-      INFO("path " << ms::cpu_gemm_name(path));
+    for (auto [path, conv] : conv_paths()) {
+      INFO("GEMM path " << ms::cpu_gemm_name(path) << (conv == ms::CpuConv::dnnl ? ", oneDNN convolution" : ", im2col"));
       ms::set_cpu_gemm(path);
+      ms::set_cpu_conv(conv);
       const auto hits = ms::dnnl_cache_stats().hits;
       Tensor<float> gf = ms::cast<float>(g);
       for (int rep = 0; rep < 2; ++rep) {
@@ -158,7 +174,7 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
       }
 #if defined(MS_HAVE_DNNL)
       // The second round found all three primitives made by the first.
-      if (path == CpuGemm::dnnl) CHECK(ms::dnnl_cache_stats().hits >= hits + 3);
+      if (conv == ms::CpuConv::dnnl) CHECK(ms::dnnl_cache_stats().hits >= hits + 3);
 #endif
       (void)hits;
     }
@@ -168,7 +184,7 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
 TEST_CASE("oneDNN: the primitive cache is bounded and reports its use", "[op][dnnl]") {
 #if defined(MS_HAVE_DNNL)
   GemmPathGuard guard;
-  ms::set_cpu_gemm(CpuGemm::dnnl);
+  ms::set_cpu_conv(ms::CpuConv::dnnl);
   ms::dnnl_cache_clear();
   CHECK(ms::dnnl_cache_stats().size == 0);
   CHECK(ms::dnnl_cache_stats().hits == 0);
@@ -218,7 +234,7 @@ TEST_CASE("oneDNN runs on ms's thread count, and its failures are BackendErrors"
 TEST_CASE("oneDNN: a captured graph owns its primitives, so replays hit however full the cache is", "[op][dnnl][graph]") {
 #if defined(MS_HAVE_DNNL)
   GemmPathGuard guard;
-  ms::set_cpu_gemm(CpuGemm::dnnl);
+  ms::set_cpu_conv(ms::CpuConv::dnnl);
   ms::dnnl_cache_clear();
   Tensor<float> x = ms_test::random_floats(Shape{2, 1, 9, 9}, 1, -1, 1);
   Tensor<float> w = ms_test::random_floats(Shape{3, 1, 3, 3}, 2, -1, 1);

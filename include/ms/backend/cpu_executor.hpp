@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <optional>
 
 #include "../graph/passes.hpp"
 #include "../ops/dnnl.hpp"
@@ -68,8 +67,7 @@ class Executable {
     ops::OpObserver* obs = ops::detail::observer;
     // The first replay takes ownership of the oneDNN primitives its nodes use (made when
     // the graph was traced): later replays only execute them, whatever else fills the cache.
-    std::optional<ops::detail::PrimitiveOwner> owner;
-    if (!primitives_owned_) owner.emplace(primitives_);
+    ops::detail::PrimitiveOwner owner(primitives_owned_ ? nullptr : &primitives_);
     for (Step& s : steps_) {
       std::uint64_t token = 0;
       if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs, info(s));
@@ -85,7 +83,6 @@ class Executable {
       }
       if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out, info(s));
     }
-    owner.reset();
     primitives_owned_ = true;
     std::vector<AnyTensor> outs;
     outs.reserve(graph_.outputs().size());

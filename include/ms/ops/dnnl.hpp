@@ -1,6 +1,7 @@
 #pragma once
 // Which library runs the CPU's heavy float products, and the oneDNN binding behind it.
-// Belongs here: the GEMM/convolution path switch (ms::cpu_gemm, MS_CPU_GEMM), oneDNN's
+// Belongs here: the GEMM and convolution path switches (ms::cpu_gemm, MS_CPU_GEMM;
+// ms::cpu_conv, MS_CPU_CONV), oneDNN's
 // engine, per-thread streams and thread count, its errors as ms errors, and the bounded
 // cache of convolution primitives. Not here: the kernels that call it (ops/linalg.hpp,
 // ops/nn.hpp), which keep their Eigen code as the fallback and for float64.
@@ -95,6 +96,43 @@ inline void set_cpu_gemm(CpuGemm g) {
   ops::detail::cpu_gemm_setting().store(static_cast<int>(g), std::memory_order_relaxed);
 }
 
+/// How float convolutions run. The im2col kernels lay the receptive fields of a block of
+/// images side by side and run one GEMM per block on the cpu_gemm() path; oneDNN's
+/// convolution primitives on ms's plain NCHW buffers pick its "gemm:jit" implementation,
+/// one image at a time, which measured 1.5-6x slower on LeNet's layers (benchmarks/conv),
+/// so im2col is the default. Its blocked-layout direct kernels would need reorders at
+/// every graph edge.
+enum class CpuConv : int {
+  im2col = 0,  ///< ms's im2col/col2im kernels; their GEMMs on the cpu_gemm() path
+  dnnl = 1,    ///< oneDNN convolution primitives (float32; needs a build with oneDNN)
+};
+
+namespace ops::detail {
+inline std::atomic<int>& cpu_conv_setting() {
+  static std::atomic<int> c{[] {
+    const char* e = std::getenv("MS_CPU_CONV");
+    if (!e || !*e) return static_cast<int>(CpuConv::im2col);
+    const std::string_view v = e;
+    if (v == "im2col") return static_cast<int>(CpuConv::im2col);
+    MS_CHECK(v == "dnnl", ValueError, "MS_CPU_CONV: unknown convolution path '{}' (valid: im2col, dnnl)", v);
+    MS_CHECK(cpu_gemm_available(CpuGemm::dnnl), ValueError,
+             "MS_CPU_CONV: the 'dnnl' convolution path is not in this build (built without oneDNN: install libdnnl-dev "
+             "and keep MS_USE_DNNL on); available: im2col");
+    return static_cast<int>(CpuConv::dnnl);
+  }()};
+  return c;
+}
+}  // namespace ops::detail
+
+/// The convolution path in use: MS_CPU_CONV (im2col|dnnl) when set, else im2col.
+inline CpuConv cpu_conv() { return static_cast<CpuConv>(ops::detail::cpu_conv_setting().load(std::memory_order_relaxed)); }
+/// Selects the convolution path for the whole process; dnnl without oneDNN is a ValueError.
+inline void set_cpu_conv(CpuConv c) {
+  MS_CHECK(c != CpuConv::dnnl || cpu_gemm_available(CpuGemm::dnnl), ValueError,
+           "set_cpu_conv: the 'dnnl' convolution path is not in this build (built without oneDNN); available: im2col");
+  ops::detail::cpu_conv_setting().store(static_cast<int>(c), std::memory_order_relaxed);
+}
+
 /// Size and use of the oneDNN primitive cache (all zero without oneDNN).
 struct DnnlCacheStats {
   std::size_t size = 0;      ///< primitives held
@@ -121,8 +159,9 @@ inline thread_local std::vector<std::shared_ptr<const void>>* primitive_owner = 
 /// Scope in which the primitives used on this thread become owned by `held`.
 class PrimitiveOwner {
  public:
-  explicit PrimitiveOwner(std::vector<std::shared_ptr<const void>>& held) : saved_(primitive_owner) {
-    primitive_owner = &held;
+  /// A null `held` leaves the current owner (if any) in place.
+  explicit PrimitiveOwner(std::vector<std::shared_ptr<const void>>* held) : saved_(primitive_owner) {
+    if (held) primitive_owner = held;
   }
   ~PrimitiveOwner() { primitive_owner = saved_; }
   PrimitiveOwner(const PrimitiveOwner&) = delete;

@@ -1,7 +1,8 @@
 #pragma once
 // Neural-network ops on NCHW tensors (category nn, float32 and float64): conv2d
-// (float on oneDNN's convolution primitives by default, see ops/dnnl.hpp; otherwise and
-// for float64 im2col + Eigen GEMM, parallel over the batch), max/avg/adaptive-avg pooling,
+// (im2col over blocks of images, parallel over the blocks, with its GEMMs on the
+// ms::cpu_gemm() path, or oneDNN's convolution primitives with ms::cpu_conv(); see
+// ops/dnnl.hpp), max/avg/adaptive-avg pooling,
 // batch_norm (updates its running statistics in place, inside the kernel, so a
 // replayed graph updates them too) and layer_norm, dropout (a random op that also
 // returns its mask), embedding, and the losses cross_entropy (fused log_softmax),
@@ -34,6 +35,7 @@
 #include "../core/random.hpp"
 #include "dnnl.hpp"
 #include "factory.hpp"
+#include "linalg.hpp"
 #include "views.hpp"
 
 namespace ms::ops {
@@ -420,12 +422,6 @@ void col2im_add(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
   }
 }
 
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using CMatMap = Eigen::Map<const RowMat<T>>;
-template <class T>
-using MatMap = Eigen::Map<RowMat<T>>;
 
 /// Images per GEMM in the convolution kernels. One image of a small layer is a thin GEMM
 /// (LeNet's first layer: 6 x 25 times 25 x 784) that Eigen runs far below its peak; the
@@ -474,9 +470,10 @@ void gather_conv_grad(const T* gp, const ConvGeom& q, std::int64_t n0, std::int6
 /// The three passes of a convolution that oneDNN runs.
 enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
 
-/// Whether a float convolution goes to oneDNN: on the dnnl path, with no empty dimension.
+/// Whether a float convolution goes to oneDNN's convolution primitives (ms::cpu_conv() is
+/// CpuConv::dnnl and no dimension is empty); otherwise ms's im2col kernels run it.
 inline bool conv_on_dnnl(const ConvGeom& q) {
-  return cpu_gemm() == CpuGemm::dnnl && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0;
+  return cpu_conv() == CpuConv::dnnl && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0;
 }
 
 /// One pass of a float convolution on oneDNN, on ms's own contiguous NCHW / OIHW buffers
@@ -571,9 +568,8 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
     const std::int64_t ld = nb * P;
     for (std::int64_t g = 0; g < q.G; ++g) {
       for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g * Cg) * q.H * q.W, q, col + i * P, ld);
-      MatMap<T> Y(buf, Og, ld);
-      if (K == 0) Y.setZero();
-      else Y.noalias() = CMatMap<T>(wp + g * Og * K, Og, K) * CMatMap<T>(col, K, ld);
+      // buf (Og, ld) = w_g (Og, K) @ col (K, ld), on the selected GEMM path.
+      gemm(wp + g * Og * K, MatRef{Og, K, false, std::max<std::int64_t>(K, 1)}, col, MatRef{K, ld, false, ld}, buf, false);
       for (std::int64_t i = 0; i < nb; ++i)
         for (std::int64_t o = 0; o < Og; ++o) {
           const T* src = buf + o * ld + i * P;
@@ -608,9 +604,8 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
     std::fill(xp + n0 * q.C * q.H * q.W, xp + (n0 + nb) * q.C * q.H * q.W, T(0));
     for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
       gather_conv_grad(gp, q, n0, nb, g0, buf);
-      MatMap<T> D(col, K, ld);
-      if (Og == 0) D.setZero();
-      else D.noalias() = CMatMap<T>(wp + g0 * Og * K, Og, K).transpose() * CMatMap<T>(buf, Og, ld);
+      // col (K, ld) = w_g^T (K, Og; w_g read column-major) @ buf (Og, ld).
+      gemm(wp + g0 * Og * K, MatRef{K, Og, true, std::max<std::int64_t>(K, 1)}, buf, MatRef{Og, ld, false, ld}, col, false);
       for (std::int64_t i = 0; i < nb; ++i) col2im_add(col + i * P, q, xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
     }
   });
@@ -650,8 +645,8 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
         for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
           for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.get() + i * P, ld);
           gather_conv_grad(gp, q, n0, nb, g0, buf.get());
-          MatMap<T>(acc + g0 * Og * K, Og, K).noalias() +=
-              CMatMap<T>(buf.get(), Og, ld) * CMatMap<T>(col.get(), K, ld).transpose();
+          // acc_g (Og, K) += buf (Og, ld) @ col^T (ld, K; col read column-major).
+          gemm(buf.get(), MatRef{Og, ld, false, ld}, col.get(), MatRef{ld, K, true, ld}, acc + g0 * Og * K, true);
         }
       }
     }
