@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include <Eigen/Core>
-#include <xsimd/xsimd.hpp>
+#include "../core/simd.hpp"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif

@@ -27,7 +27,7 @@
 #endif
 
 #include <Eigen/Core>
-#include <xsimd/xsimd.hpp>
+#include "../core/simd.hpp"
 
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"

@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "../core/simd.hpp"
 
 #include "../core/parallel.hpp"
 #include "views.hpp"

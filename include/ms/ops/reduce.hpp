@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "../core/simd.hpp"
 
 #include "../core/parallel.hpp"
 #include "views.hpp"
