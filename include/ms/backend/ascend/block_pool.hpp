@@ -56,8 +56,6 @@ class BlockPool {
       empty_cache();
     } catch (const Error&) {  // a device fault now has nobody to report to
     }
-    std::lock_guard lk(mu_);
-    for (aclrtEvent e : free_events_) (void)api_.aclrtDestroyEvent(e);
   }
 
   /// A block of at least `n` bytes, reused when a cached one fits. Throws BackendError.
@@ -144,11 +142,14 @@ class BlockPool {
     }
   }
 
-  /// Waits for every pending block and hands every cached block back to the runtime.
+  /// Waits for every pending block, hands every cached block back to the runtime, and
+  /// destroys the events kept for reuse.
   void empty_cache() {
     std::lock_guard lk(mu_);
     collect_locked(true);
     release_cache_locked();
+    for (aclrtEvent e : free_events_) (void)api_.aclrtDestroyEvent(e);
+    free_events_.clear();
   }
 
   PoolStats stats() const {
