@@ -17,6 +17,8 @@
 #include <ms/backend/ascend/ascend_backend.hpp>
 #include <ms/backend/device_executor.hpp>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -60,6 +62,28 @@ double accuracy(nn::Sequential& m, const ms::data::Dataset& test) {
     right += ms::sum(ms::cast<std::int64_t>(ms::argmax(m(x), 1) == y)).item();
   }
   return static_cast<double>(right) / static_cast<double>(test.size());
+}
+
+/// The emulator's counters (msEmuGetCounters) when the Ascend libraries are the emulator:
+/// h2d, d2h copies and syncs, or nothing on CANN. Read through dlsym, so a CANN build is unaffected.
+struct Copies {
+  unsigned long long h2d = 0, d2h = 0, syncs = 0;
+  bool known = false;
+};
+Copies emulator_copies() {
+  Copies c;
+  // The counters struct starts with launches, captured_tasks, h2d, d2h, d2d, h2h, 3 byte counts,
+  // memsets, syncs (ms_emulator.h: fields are only ever appended).
+  using Get = void (*)(void*);
+  if (auto get = reinterpret_cast<Get>(::dlsym(RTLD_DEFAULT, "msEmuGetCounters"))) {
+    std::uint64_t raw[64] = {};
+    get(raw);
+    c.h2d = raw[2];
+    c.d2h = raw[3];
+    c.syncs = raw[10];
+    c.known = true;
+  }
+  return c;
 }
 
 }  // namespace
@@ -112,7 +136,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(test.size()));
 
     auto& be = ms::backend::ascend::ascend_backend(0);
-    std::printf("Ascend libraries: %s\n", be.api().libraries.c_str());
+    std::printf("Ascend libraries: %s (SoC %s, matmul cubeMathType %d, capture %s)\n", be.api().libraries.c_str(),
+                be.soc().name.c_str(), static_cast<int>(be.cube_math_type()), be.can_capture() ? "yes" : "no");
     Run dev(hidden, lr);
     ms::backend::DeviceCompileOptions opt;
     opt.capture = capture;
@@ -128,6 +153,8 @@ int main(int argc, char** argv) {
 
     ms::backend::SinkOptions so;
     so.sink_size = sink_size;
+    const Copies c0 = emulator_copies();
+    std::int64_t trained_steps = 0;
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       double loss_sum = 0;
       std::int64_t seen = 0;
@@ -139,14 +166,30 @@ int main(int argc, char** argv) {
       std::vector<ms::AnyTensor> data{X, Y};
       if (epoch == 1) data = {Tensor<float>(X.slice(0, batch, n).contiguous()), Tensor<std::int64_t>(Y.slice(0, batch, n).contiguous())};
       auto r = ex.run_sunk(data, so);
+      trained_steps += r.steps;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("epoch %d: loss %.4f, %.1f steps/s, %lld sink(s), %llu host<->device interactions\n", epoch,
                   loss_sum / static_cast<double>(std::max<std::int64_t>(seen, 1)), static_cast<double>(r.steps) / secs,
                   static_cast<long long>(r.sinks), static_cast<unsigned long long>(r.interactions));
     }
+    const Copies c1 = emulator_copies();
     ex.sync_params_to_host();
     const double dev_acc = accuracy(*dev.model, test);
     std::printf("test accuracy (trained on %s): %.2f%%\n", be.device().str().c_str(), 100 * dev_acc);
+    // What the run cost in host round trips, and what did not run on the device.
+    const double per = static_cast<double>(std::max<std::int64_t>(trained_steps, 1));
+    if (c1.known)
+      std::printf("per step: %.3f host->device copies, %.3f device->host copies, %.3f syncs (emulator counters)\n",
+                  static_cast<double>(c1.h2d - c0.h2d) / per, static_cast<double>(c1.d2h - c0.d2h) / per,
+                  static_cast<double>(c1.syncs - c0.syncs) / per);
+    std::string fallbacks;
+    for (const auto& op : be.fallback_ops()) fallbacks += (fallbacks.empty() ? "" : ", ") + op;
+    std::printf("host fallback ops: %s; %zu device graph host nodes\n", fallbacks.empty() ? "none" : fallbacks.c_str(),
+                static_cast<std::size_t>(ex.num_host_nodes()));
+    const auto ms_ = be.memory_stats();
+    std::printf("device memory: %llu runtime allocations, %llu reuses, %llu frees deferred for queued work\n",
+                static_cast<unsigned long long>(ms_.mallocs), static_cast<unsigned long long>(ms_.reuses),
+                static_cast<unsigned long long>(ms_.deferred));
 
     if (compare) {
       Run cpu(hidden, lr);

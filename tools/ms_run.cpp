@@ -2,6 +2,7 @@
 // its outputs as .npy files; optionally time repeated runs.
 //
 //   ms-run MODEL [--backend cpu|ascend[:N]] [--out FILE.npy] [--repeat N] [--warmup W] [--info] INPUT.npy...
+//   ms-run --backend ascend[:N] --selftest
 //
 // Exit status: 0 on success, 2 on a usage error or an ms::Error (its message is printed),
 // 1 on anything else.
@@ -17,6 +18,7 @@
 
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>  // registers "ascend" (AscendCL from $MS_ASCEND_LIBS)
+#include <ms/backend/ascend/selftest.hpp>
 
 namespace {
 
@@ -34,6 +36,10 @@ constexpr std::string_view kUsage = R"(usage:
       --warmup W       untimed runs before the timed ones (default 3 with --repeat)
       --threads T      intra-op threads
       --info           prints the model's inputs, outputs, metadata and compiled graph, and exits
+  ms-run --backend ascend[:N] --selftest
+      Runs every op the Ascend adapter maps (aclnn and AI CPU) once on the device, compares
+      it with the CPU and prints a table: op, inputs, engine, kernels, error, time, status
+      (exit status 1 when an op failed or differs).
   ms-run help
 Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).
 )";
@@ -58,6 +64,22 @@ int run(int argc, char** argv) {
   if (args.empty() || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
     std::cout << fmt::format(fmt::runtime(kUsage), fmt::join(ms::inference_backends(), ", "));
     return args.empty() ? 2 : 0;
+  }
+  if (std::find(args.begin(), args.end(), "--selftest") != args.end()) {
+    std::string backend = "ascend";
+    for (std::size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--backend") backend = args[i + 1];
+    const ms::Device dev = ms::Device::parse(backend);
+    if (dev.type != ms::DeviceType::ascend) throw UsageError("--selftest needs --backend ascend[:N]");
+    auto& be = ms::backend::ascend::ascend_backend(dev.index);
+    be.warn_on_fallback = false;
+    const auto rows = ms::backend::ascend::selftest(be);
+    std::cout << ms::backend::ascend::selftest_table(be, rows);
+    const auto bad = std::count_if(rows.begin(), rows.end(), [](const auto& r) { return r.status != "ok"; });
+    const auto host = std::count_if(rows.begin(), rows.end(), [](const auto& r) { return r.engine == "host"; });
+    std::cout << fmt::format("{} ops: {} ok, {} failed or differ, {} on the host\n", rows.size(),
+                             static_cast<long>(rows.size()) - bad, bad, host);
+    return bad == 0 ? 0 : 1;
   }
   ms::InferenceOptions opt;
   std::string model_path, out_path;

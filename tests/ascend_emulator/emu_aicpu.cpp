@@ -1,5 +1,7 @@
 // Ascend emulator: the single-operator API (aclTensorDesc, aclDataBuffer,
-// aclopAttr, aclopExecuteV2) and the AI CPU operator types it runs: Erf,
+// aclopAttr, aclopCompileAndExecute; aclopExecuteV2 finds no loaded op model and
+// answers ACL_ERROR_OP_NOT_FOUND, as the runtime does without aclopLoad/aclopCompile)
+// and the AI CPU operator types it runs: Erf,
 // LeakyRelu, ArgMaxD, ArgMinD, ReduceProdD. Each launch is checked when it is
 // issued (op type, operand count, descriptions, buffers inside live device
 // allocations, attributes) and computed with host code on the stream's worker,
@@ -70,7 +72,7 @@ bool erase(std::unordered_set<const T*>& set, const T* p) {
 
 /// The operands and attributes of one launch, checked and copied when it is issued.
 struct OpCall {
-  const char* fn;  // "aclopExecuteV2(<type>)", for messages
+  const char* fn;  // "aclopCompileAndExecute(<type>)", for messages
   std::vector<aclTensorDesc> in, out;
   std::map<std::string, aclopAttr::Value> attrs;
 
@@ -158,10 +160,9 @@ int check_leaky_relu(const OpCall& c, Compute& run) {
 template <bool Max>
 int check_arg(const OpCall& c, Compute& run) {
   const aclTensorDesc& x = c.in[0];
-  if (!numeric_desc(x)) return dtype_error(c, "x", x, "float16, float, double, int32 or int64");
-  if (c.out[0].dtype != ACL_INT32 && c.out[0].dtype != ACL_INT64) {
-    return dtype_error(c, "y", c.out[0], "int32 or int64 indices");
-  }
+  // The AI CPU kernels' dtype rows: float16/float in, int32 indices out.
+  if (x.dtype != ACL_FLOAT && x.dtype != ACL_FLOAT16) return dtype_error(c, "x", x, "float16 or float");
+  if (c.out[0].dtype != ACL_INT32) return dtype_error(c, "y", c.out[0], "int32 indices");
   int64_t dim = 0;
   if (int rc = c.attr_int("dimension", dim); rc != ACL_SUCCESS) return rc;
   const auto rank = static_cast<int64_t>(x.dims.size());
@@ -200,7 +201,10 @@ int check_arg(const OpCall& c, Compute& run) {
 /// ReduceProdD: the product over attr "axes" (each once, in range), attr "keep_dims".
 int check_reduce_prod(const OpCall& c, Compute& run) {
   const aclTensorDesc& x = c.in[0];
-  if (!numeric_desc(x)) return dtype_error(c, "x", x, "float16, float, double, int32 or int64");
+  // No double and no int64 in the kernel's dtype row.
+  if (x.dtype != ACL_FLOAT && x.dtype != ACL_FLOAT16 && x.dtype != ACL_INT32 && x.dtype != ACL_INT8 &&
+      x.dtype != ACL_UINT8)
+    return dtype_error(c, "x", x, "float16, float, int8, uint8 or int32");
   if (c.out[0].dtype != x.dtype) return dtype_error(c, "y", c.out[0], "the dtype of x");
   std::vector<int64_t> axes;
   bool keep = false;
@@ -387,12 +391,40 @@ MS_EMU_API aclError aclopSetAttrListInt(aclopAttr* attr, const char* attrName, i
   return set_attr("aclopSetAttrListInt", attr, attrName, std::vector<int64_t>(values, values + numValues));
 }
 
-MS_EMU_API aclError aclopExecuteV2(const char* opType, int numInputs, aclTensorDesc* inputDesc[],
-                                   aclDataBuffer* inputs[], int numOutputs, aclTensorDesc* outputDesc[],
-                                   aclDataBuffer* outputs[], aclopAttr* attr, aclrtStream stream) {
+MS_EMU_API aclError aclopExecuteV2(const char* opType, int /*numInputs*/, aclTensorDesc* /*inputDesc*/[],
+                                   aclDataBuffer* /*inputs*/[], int /*numOutputs*/, aclTensorDesc* /*outputDesc*/[],
+                                   aclDataBuffer* /*outputs*/[], aclopAttr* /*attr*/, aclrtStream /*stream*/) {
   if (int rc = check_context("aclopExecuteV2"); rc != ACL_SUCCESS) return rc;
   if (opType == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclopExecuteV2: opType is null");
-  const std::string fn = strf("aclopExecuteV2(%s)", opType);
+  // aclopExecuteV2 matches the op models loaded with aclopSetModelDir/aclopLoad or built by
+  // aclopCompile; the emulator has none, so every call is a miss.
+  return fail(ACL_ERROR_OP_NOT_FOUND,
+              strf("aclopExecuteV2(%s): no loaded op model matches (load one with aclopSetModelDir/aclopLoad, "
+                   "compile it with aclopCompile, or use aclopCompileAndExecute)", opType));
+}
+
+MS_EMU_API aclError aclopCompileAndExecute(const char* opType, int numInputs, const aclTensorDesc* const inputDesc[],
+                                           const aclDataBuffer* const inputs[], int numOutputs,
+                                           const aclTensorDesc* const outputDesc[], aclDataBuffer* const outputs[],
+                                           const aclopAttr* attr, aclopEngineType engineType,
+                                           aclopCompileType compileFlag, const char* opPath, aclrtStream stream) {
+  if (int rc = check_context("aclopCompileAndExecute"); rc != ACL_SUCCESS) return rc;
+  if (opType == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclopCompileAndExecute: opType is null");
+  const std::string fn = strf("aclopCompileAndExecute(%s)", opType);
+  if (!soc().single_op) {
+    return fail(ACL_ERROR_API_NOT_SUPPORT,
+                strf("%s: the single-operator API is not supported on %s (use the aclnn kernels)", fn.c_str(),
+                     soc().name));
+  }
+  if (engineType < ACL_ENGINE_SYS || engineType > ACL_ENGINE_VECTOR) {
+    return fail(ACL_ERROR_INVALID_PARAM, strf("%s: invalid engineType %d", fn.c_str(), static_cast<int>(engineType)));
+  }
+  if (compileFlag != ACL_COMPILE_SYS && compileFlag != ACL_COMPILE_UNREGISTERED) {
+    return fail(ACL_ERROR_INVALID_PARAM, strf("%s: invalid compileFlag %d", fn.c_str(), static_cast<int>(compileFlag)));
+  }
+  if (compileFlag == ACL_COMPILE_UNREGISTERED && opPath == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, strf("%s: ACL_COMPILE_UNREGISTERED needs opPath", fn.c_str()));
+  }
   const OpType* type = find_op_type(opType);
   if (type == nullptr) {
     return fail(ACL_ERROR_OP_NOT_FOUND,
@@ -407,9 +439,9 @@ MS_EMU_API aclError aclopExecuteV2(const char* opType, int numInputs, aclTensorD
     return fail(ACL_ERROR_OP_OUTPUT_NOT_MATCH,
                 strf("%s: %d outputs given, the operator has %d", fn.c_str(), numOutputs, type->num_out));
   }
-  if (attr != nullptr && !live(single_op_handles().attrs, static_cast<const aclopAttr*>(attr))) {
+  if (attr != nullptr && !live(single_op_handles().attrs, attr)) {
     return fail(ACL_ERROR_INVALID_PARAM, strf("%s: attr %p is not a live aclopAttr", fn.c_str(),
-                                              static_cast<void*>(attr)));
+                                              static_cast<const void*>(attr)));
   }
   OpCall call{fn.c_str(), std::vector<aclTensorDesc>(static_cast<size_t>(numInputs)),
               std::vector<aclTensorDesc>(static_cast<size_t>(numOutputs)), {}};
@@ -448,7 +480,7 @@ MS_EMU_API aclError aclopExecuteV2(const char* opType, int numInputs, aclTensorD
     return ACL_SUCCESS;
   };
   bool captured = false;
-  if (int rc = enqueue(stream, std::move(task), "aclopExecuteV2", &captured); rc != ACL_SUCCESS) return rc;
+  if (int rc = enqueue(stream, std::move(task), "aclopCompileAndExecute", &captured); rc != ACL_SUCCESS) return rc;
   if (!captured) ++counters().aicpu_launches;
   return ACL_SUCCESS;
 }

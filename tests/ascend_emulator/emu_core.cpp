@@ -154,7 +154,7 @@ struct DeviceMemory {
   uintptr_t base = 0, end = 0, next = 0;  // reserved, inaccessible address range
   std::map<uintptr_t, AllocRef> live;
   uint64_t live_bytes = 0, peak_bytes = 0, limit = 0;
-  std::unordered_set<void*> host_blocks;  // aclrtMallocHost
+  std::map<uintptr_t, size_t> host_blocks;  // aclrtMallocHost: start -> size
   std::string reserve_error;
 
   DeviceMemory() {
@@ -198,6 +198,16 @@ DeviceMemory& mem() {
 }
 
 }  // namespace
+
+bool is_pinned_host(const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  DeviceMemory& m = mem();
+  std::lock_guard lk(m.mu);
+  auto it = m.host_blocks.upper_bound(a);
+  if (it == m.host_blocks.begin()) return false;
+  --it;
+  return a + bytes <= it->first + it->second;
+}
 
 bool is_device_address(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
@@ -381,6 +391,14 @@ MS_EMU_API aclError aclrtSetDevice(int32_t deviceId) {
                      kDeviceCount));
   }
   t_device = deviceId;
+  ++counters().set_device_calls;
+  return ACL_SUCCESS;
+}
+
+MS_EMU_API aclError aclrtGetDevice(int32_t* deviceId) {
+  if (deviceId == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDevice: deviceId is null");
+  if (t_device < 0) return fail(ACL_ERROR_RT_CONTEXT_NULL, "aclrtGetDevice: no device is set on this thread");
+  *deviceId = t_device;
   return ACL_SUCCESS;
 }
 
@@ -444,7 +462,9 @@ MS_EMU_API aclError aclrtFree(void* devPtr) {
     return fail(ACL_ERROR_RT_MEMORY_FREE,
                 strf("aclrtFree: %p is not the start of a live device allocation", devPtr));
   }
-  // Work already enqueued keeps the backing store alive through its AllocRef.
+  // Released at once, as on a device. Work already enqueued keeps the backing store
+  // alive through its AllocRef (so the host never touches freed memory), but the block is
+  // poisoned: such a task fails with a use-after-free when it runs (run_task_body).
   it->second->freed.store(true);
   m.live_bytes -= it->second->size;
   m.live.erase(it);
@@ -462,7 +482,7 @@ MS_EMU_API aclError aclrtMallocHost(void** hostPtr, size_t size) {
   }
   DeviceMemory& m = mem();
   std::lock_guard lk(m.mu);
-  m.host_blocks.insert(p);
+  m.host_blocks.emplace(reinterpret_cast<uintptr_t>(p), size);
   *hostPtr = p;
   return ACL_SUCCESS;
 }
@@ -472,7 +492,7 @@ MS_EMU_API aclError aclrtFreeHost(void* hostPtr) {
   DeviceMemory& m = mem();
   {
     std::lock_guard lk(m.mu);
-    if (m.host_blocks.erase(hostPtr) == 0) {
+    if (m.host_blocks.erase(reinterpret_cast<uintptr_t>(hostPtr)) == 0) {
       return fail(ACL_ERROR_RT_MEMORY_FREE,
                   strf("aclrtFreeHost: %p was not returned by aclrtMallocHost", hostPtr));
     }
@@ -502,6 +522,16 @@ MS_EMU_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src,
   if (int rc = build_copy(dst, destMax, src, count, kind, "aclrtMemcpyAsync", task, ds, ss);
       rc != ACL_SUCCESS) {
     return rc;
+  }
+  // From or to pageable host memory the runtime cannot copy asynchronously: it waits for
+  // the stream and copies at once (and refuses during capture).
+  const void* host_side = ds == Side::Host ? dst : (ss == Side::Host ? src : nullptr);
+  if (ds != ss && count > 0 && !is_pinned_host(host_side, count)) {
+    if (int rc = drain_stream(stream, "aclrtMemcpyAsync"); rc != ACL_SUCCESS) return rc;
+    ++counters().pageable_async_copies;
+    count_copy(ds, ss, count);
+    sleep_ns(task.delay_ns);
+    return task.body();
   }
   bool captured = false;
   if (int rc = enqueue(stream, std::move(task), "aclrtMemcpyAsync", &captured); rc != ACL_SUCCESS) return rc;
@@ -537,7 +567,8 @@ MS_EMU_API void msEmuResetCounters(void) {
   Counters& c = counters();
   for (auto* a : {&c.launches, &c.captured_tasks, &c.h2d_copies, &c.d2h_copies, &c.d2d_copies,
                   &c.h2h_copies, &c.h2d_bytes, &c.d2h_bytes, &c.d2d_bytes, &c.memsets, &c.syncs,
-                  &c.capture_replays, &c.aicpu_launches}) {
+                  &c.capture_replays, &c.aicpu_launches, &c.pageable_async_copies, &c.use_after_free,
+                  &c.set_device_calls}) {
     a->store(0);
   }
   DeviceMemory& m = mem();
@@ -562,6 +593,9 @@ MS_EMU_API void msEmuGetCounters(struct msEmuCounters* out) {
   out->syncs = c.syncs;
   out->capture_replays = c.capture_replays;
   out->aicpu_launches = c.aicpu_launches;
+  out->pageable_async_copies = c.pageable_async_copies;
+  out->use_after_free = c.use_after_free;
+  out->set_device_calls = c.set_device_calls;
   {
     DeviceMemory& m = mem();
     std::lock_guard lk(m.mu);

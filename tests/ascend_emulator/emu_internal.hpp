@@ -48,6 +48,21 @@ std::string take_error();
 /// ACL_SUCCESS, or the error (recorded) when aclInit/aclrtSetDevice are missing.
 int check_context(const char* fn);
 
+// ---------------------------------------------------------------- SoC profile
+/// What one chip generation's runtime and kernels accept (emu_soc.cpp).
+struct SocProfile {
+  const char* family;     ///< MS_EMU_SOC value: Ascend910, Ascend910B, Ascend310P, Ascend910_93
+  const char* name;       ///< what aclrtGetSocName reports
+  bool fp32_keep_dtype;   ///< Matmul/BatchMatMul take FLOAT32 with cubeMathType KEEP_DTYPE (0)
+  bool capture;           ///< aclmdlRICaptureBegin is supported
+  bool single_op;         ///< the aclop* single-operator API is supported
+  bool bf16;              ///< the vector and cube kernels take ACL_BF16
+};
+const SocProfile& soc();
+/// ACL_SUCCESS, or ACLNN_ERR_PARAM_INVALID (message recorded) when aclnn kernel `op`
+/// ("aclnnRelu") does not take dtype `dt` for its argument `what` on the current SoC.
+int check_soc_dtype(const char* op, const char* what, aclDataType dt);
+
 // ---------------------------------------------------------------- counters
 struct Counters {
   std::atomic<uint64_t> launches{0}, captured_tasks{0};
@@ -55,6 +70,7 @@ struct Counters {
   std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0}, d2d_bytes{0};
   std::atomic<uint64_t> memsets{0}, syncs{0}, capture_replays{0};
   std::atomic<uint64_t> aicpu_launches{0};
+  std::atomic<uint64_t> pageable_async_copies{0}, use_after_free{0}, set_device_calls{0};
 };
 Counters& counters();
 /// Gauges owned by other translation units.
@@ -102,6 +118,11 @@ struct Task {
   std::vector<AllocRef> refs;  // device memory the body touches (kept alive)
 };
 
+/// True when [p, p + bytes) lies inside one aclrtMallocHost block.
+bool is_pinned_host(const void* p, size_t bytes);
+/// Waits for `stream`'s queued work (as aclrtSynchronizeStream, without counting a sync);
+/// ACL_ERROR_RT_STREAM_CAPTURED when it is capturing.
+int drain_stream(aclrtStream stream, const char* fn);
 /// Runs a task body as a stream worker does (fault injection for kernels included).
 int run_task_body(const Task& task);
 /// Enqueues `task` on `stream` (nullptr = default stream), or records it when the

@@ -60,6 +60,11 @@ int matmul(const char* fn, const char* op, const aclTensor* self, const aclTenso
   if (cubeMathType < ACLNN_CUBE_KEEP_DTYPE || cubeMathType > ACLNN_CUBE_USE_HF32) {
     return fail(ACLNN_ERR_PARAM_INVALID, strf("%s: invalid cubeMathType %d", fn, cubeMathType));
   }
+  if (cubeMathType == ACLNN_CUBE_KEEP_DTYPE && a.dtype == ACL_FLOAT && !soc().fp32_keep_dtype) {
+    return fail(ACLNN_ERR_PARAM_INVALID,
+                strf("%s: cubeMathType KEEP_DTYPE (0) is not supported for ACL_FLOAT on %s (pass "
+                     "ALLOW_FP32_DOWN_PRECISION (1))", fn, soc().name));
+  }
   const std::string shapes = strf("self %s, mat2 %s, out %s", shape_str(a.dims).c_str(),
                                   shape_str(b.dims).c_str(), shape_str(o.dims).c_str());
   if (batch3d) {

@@ -167,8 +167,21 @@ int sync_stream(Stream& s, const char* fn) {
 }  // namespace
 
 int run_task_body(const Task& task) {
+  // A block freed (aclrtFree) after this task was queued: on a device the task would
+  // read or write memory that may already belong to someone else.
+  for (const AllocRef& r : task.refs) {
+    if (r && r->freed.load()) {
+      ++counters().use_after_free;
+      const int code = task.kind != TaskKind::Kernel                   ? ACL_ERROR_RT_COPY_DATA
+                       : task.name.rfind("aclop", 0) == 0                ? ACL_ERROR_RT_AICPU_EXCEPTION
+                                                                         : ACL_ERROR_RT_AICORE_EXCEPTION;
+      return fail(code, strf("use-after-free: %s touches device memory at 0x%zx (%zu bytes) that aclrtFree "
+                             "released after the task was queued and before it ran",
+                             task.name.c_str(), static_cast<size_t>(r->base), r->size));
+    }
+  }
   if (task.kind == TaskKind::Kernel && fault_fires(MS_EMU_FAULT_STREAM)) {
-    if (task.name.rfind("aclopExecuteV2", 0) == 0) {  // an AI CPU operator
+    if (task.name.rfind("aclop", 0) == 0) {  // an AI CPU operator
       return fail(ACL_ERROR_RT_AICPU_EXCEPTION,
                   strf("emulated AI CPU exception in %s (injected fault)", task.name.c_str()));
     }
@@ -282,6 +295,20 @@ MS_EMU_API aclError aclrtSynchronizeStream(aclrtStream stream) {
   return rc;
 }
 
+int msemu::drain_stream(aclrtStream stream, const char* fn) {
+  std::shared_ptr<Stream> s;
+  if (int rc = find_stream(stream, fn, s); rc != ACL_SUCCESS) return rc;
+  {
+    std::lock_guard lk(s->mu);
+    if (s->capture) {
+      return fail(ACL_ERROR_RT_STREAM_CAPTURED,
+                  strf("%s: a copy from or to pageable host memory cannot be captured (it synchronizes the "
+                       "stream); use memory from aclrtMallocHost", fn));
+    }
+  }
+  return sync_stream(*s, fn);
+}
+
 MS_EMU_API aclError aclrtSynchronizeDevice() {
   if (int rc = check_context("aclrtSynchronizeDevice"); rc != ACL_SUCCESS) return rc;
   const int rc = synchronize_all("aclrtSynchronizeDevice");
@@ -389,6 +416,17 @@ MS_EMU_API aclError aclrtSynchronizeEvent(aclrtEvent event) {
   return ACL_SUCCESS;
 }
 
+MS_EMU_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
+  static constexpr const char* fn = "aclrtQueryEventStatus";
+  if (int rc = check_context(fn); rc != ACL_SUCCESS) return rc;
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus: status is null");
+  std::shared_ptr<Event> e;
+  if (int rc = find_event(event, fn, e); rc != ACL_SUCCESS) return rc;
+  std::lock_guard lk(e->mu);
+  *status = e->completed >= e->issued ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
 MS_EMU_API aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent) {
   static constexpr const char* fn = "aclrtEventElapsedTime";
   if (ms == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: ms is null");
@@ -422,6 +460,10 @@ MS_EMU_API aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode
   }
   if (mode < ACL_MODEL_RI_CAPTURE_MODE_GLOBAL || mode > ACL_MODEL_RI_CAPTURE_MODE_RELAXED) {
     return fail(ACL_ERROR_INVALID_PARAM, strf("%s: invalid capture mode %d", fn, static_cast<int>(mode)));
+  }
+  if (!soc().capture) {
+    return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                strf("%s: stream capture (model RI) is not supported on %s", fn, soc().name));
   }
   std::shared_ptr<Stream> s;
   if (int rc = find_stream(stream, fn, s); rc != ACL_SUCCESS) return rc;

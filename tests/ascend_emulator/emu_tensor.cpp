@@ -281,6 +281,9 @@ int op_prologue(const char* fn) {
 
 int make_executor(const char* fn, std::vector<TensorDesc> tensors, Kernel kernel,
                   uint64_t* workspaceSize, aclOpExecutor** executor) {
+  if (!tensors.empty()) {
+    if (int rc = check_soc_dtype(fn, tensors[0].name, tensors[0].dtype); rc != ACL_SUCCESS) return rc;
+  }
   auto* ex = new aclOpExecutor{fn, std::move(tensors), std::make_shared<const Kernel>(std::move(kernel))};
   {
     Handles& h = handles();
@@ -376,6 +379,14 @@ MS_EMU_API aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDims
   if (viewDimsNum > 8) {
     fail(ACLNN_ERR_PARAM_INVALID, strf("aclCreateTensor: %llu dimensions (at most 8)",
                                        static_cast<unsigned long long>(viewDimsNum)));
+    return nullptr;
+  }
+  if (reinterpret_cast<uintptr_t>(tensorData) % 32 != 0) {
+    // The runtime's rule: the data address is 32-byte aligned; a tensor that starts
+    // inside a block says so with its offset (in elements) from an aligned address.
+    fail(ACLNN_ERR_PARAM_INVALID,
+         strf("aclCreateTensor: tensorData %p is not 32-byte aligned (pass the aligned base and an element "
+              "offset)", tensorData));
     return nullptr;
   }
   auto t = std::make_unique<aclTensor>();

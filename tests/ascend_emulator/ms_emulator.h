@@ -57,9 +57,29 @@
  * ranges lie inside live allocations. aclrtMemcpy and aclrtMemset run at once
  * in the calling thread and are not ordered after work queued on any stream
  * (the default stream included): synchronize first. aclrtFree does not wait
- * for queued work either; the memory stays valid for work already enqueued.
+ * for queued work either, as on a device: the block is released and poisoned at
+ * once, and a task queued before the free that touches it fails when it runs
+ * with "use-after-free" in its message (counted in use_after_free); the stream
+ * reports it at the next synchronize (ACL_ERROR_RT_AICORE_EXCEPTION for kernels,
+ * ACL_ERROR_RT_AICPU_EXCEPTION for AI CPU operators, ACL_ERROR_RT_COPY_DATA for copies).
+ * aclrtMemcpyAsync between the device and host memory that aclrtMallocHost did not
+ * return (pageable memory) synchronizes the stream and copies at once, and fails with
+ * ACL_ERROR_RT_STREAM_CAPTURED on a capturing stream. aclCreateTensor refuses a
+ * tensorData address that is not 32-byte aligned (the view offset, in elements, is
+ * how a tensor starts inside a block). aclopExecuteV2 only runs loaded op models, and
+ * the emulator loads none: it answers ACL_ERROR_OP_NOT_FOUND; aclopCompileAndExecute
+ * runs the AI CPU operators.
  * Each thread must call aclrtSetDevice
  * before using the runtime, as with CANN (msEmuSetStrictContext(0) relaxes that).
+ *
+ * SoC profiles ($MS_EMU_SOC, default Ascend910B; msEmuSetSoc), reported by aclrtGetSocName:
+ *   Ascend910  (Ascend910A)     no fp32 KEEP_DTYPE matmul, no capture, no bf16, aclop* API
+ *   Ascend910B (Ascend910B3)    fp32 KEEP_DTYPE matmul, capture, bf16, aclop* API
+ *   Ascend310P (Ascend310P3)    no fp32 KEEP_DTYPE matmul, capture, no bf16, aclop* API
+ *   Ascend910_93 (Ascend910_9391) like 910B without the aclop* API (ACL_ERROR_API_NOT_SUPPORT)
+ * On every profile Matmul/BatchMatMul, Gelu, Tanh and Sigmoid take float/float16 (+bf16),
+ * Relu no double and no uint8, Neg no uint8 (ACLNN_ERR_PARAM_INVALID naming the SoC);
+ * without capture aclmdlRICaptureBegin answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT.
  * All functions here are thread-safe.
  */
 #ifndef MS_ASCEND_EMULATOR_H_
@@ -102,6 +122,10 @@ struct msEmuCounters {
   uint64_t live_tensor_descs;     /* aclCreateTensorDesc'ed, not destroyed */
   uint64_t live_data_buffers;     /* aclCreateDataBuffer'ed, not destroyed */
   uint64_t live_op_attrs;         /* aclopCreateAttr'ed, not destroyed */
+  uint64_t pageable_async_copies; /* aclrtMemcpyAsync calls whose host side was not aclrtMallocHost
+                                     memory: each synchronized the stream and copied at once */
+  uint64_t use_after_free;        /* queued tasks that found a block freed before they ran */
+  uint64_t set_device_calls;      /* successful aclrtSetDevice calls */
 };
 
 struct msEmuLatency {
@@ -137,6 +161,9 @@ void msEmuClearFaults(void);
 void msEmuSetDeviceMemoryLimit(uint64_t bytes);
 /* 1 (default): runtime calls need aclInit and aclrtSetDevice on the calling thread. */
 void msEmuSetStrictContext(int enabled);
+/* Switches the SoC profile ("Ascend910", "Ascend910B", "Ascend310P", "Ascend910_93", or the
+ * name aclrtGetSocName reports). Returns 0, or -1 for an unknown name. */
+int msEmuSetSoc(const char* name);
 
 /* The control functions as a table, for tests that load the emulator with dlopen. */
 struct msEmuApi {
@@ -151,6 +178,7 @@ struct msEmuApi {
   void (*SetStrictContext)(int);
   void (*SetAiCpuLatency)(uint64_t, uint64_t);
   void (*GetAiCpuLatency)(uint64_t*, uint64_t*);
+  int (*SetSoc)(const char*);
 };
 
 /* Opens the emulator at `path` (again: dlopen reference-counts) and fills `api`.
@@ -172,6 +200,7 @@ static inline int msEmuLoadApi(const char* path, struct msEmuApi* api) {
   MS_EMU_LOAD_(SetStrictContext, "msEmuSetStrictContext")
   MS_EMU_LOAD_(SetAiCpuLatency, "msEmuSetAiCpuLatency")
   MS_EMU_LOAD_(GetAiCpuLatency, "msEmuGetAiCpuLatency")
+  MS_EMU_LOAD_(SetSoc, "msEmuSetSoc")
 #undef MS_EMU_LOAD_
   return 0;
 }

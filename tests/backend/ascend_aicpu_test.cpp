@@ -47,6 +47,14 @@ using ms_emu_test::EmuFixture;
 
 const Device kAscend = Device::ascend(0);
 
+// The AI CPU engine needs the single-operator API, which the newest chips (Atlas A3,
+// MS_EMU_SOC=Ascend910_93) do not support; there these tests have nothing to run.
+#define MS_SKIP_WITHOUT_AICPU()                                                                 \
+  if (!emu().api().has_aicpu()) {                                                               \
+    WARN("skipped: " << emu().soc().name << " has no single-operator API, so no AI CPU engine"); \
+    return;                                                                                     \
+  }
+
 /// The values of a tensor (host or device, any numeric dtype) as doubles.
 std::vector<double> values(const AnyTensor& t) {
   AnyTensor h = backend::to(t, Device::cpu());
@@ -82,6 +90,7 @@ struct Case {
 
 TEST_CASE("ascend ai_cpu: every op of the AI CPU mapping equals the CPU backend", "[ascend][aicpu]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   REQUIRE(emu().engines() == std::vector<Engine>{Engine::ai_core, Engine::ai_cpu});
   AnyTensor with_nan = Tensor<float>{1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f, -1.0f, 7.0f, 0.5f}.reshape({2, 3});
   std::vector<Case> cases = {
@@ -126,15 +135,25 @@ TEST_CASE("ascend ai_cpu: every op of the AI CPU mapping equals the CPU backend"
     AnyTensor got = c.f(xd);
     const auto c1 = counters();
     CHECK(got.device() == kAscend);
-    CHECK(c1.aicpu_launches - c0.aicpu_launches == 1);  // one AI CPU operator
-    CHECK(c1.launches == c0.launches);                  // no AI Core kernel
-    CHECK(c1.h2d_copies + c1.d2h_copies == c0.h2d_copies + c0.d2h_copies);  // no host round trip
+    // The kernels' dtype rows: ArgMaxD/ArgMinD take float16/float only, ReduceProdD no double
+    // or int64; the others go the host way (one copy each way) with the same values.
+    const std::string name = c.name;
+    const bool arg = name.rfind("arg", 0) == 0, reduce = arg || name.rfind("prod", 0) == 0;
+    if (!reduce || c.x.dtype() == DType::f32) {
+      CHECK(c1.aicpu_launches - c0.aicpu_launches == 1);             // one AI CPU operator
+      CHECK(c1.launches - c0.launches == (arg ? 1u : 0u));           // + aclnnCast of int32 indices
+      CHECK(c1.h2d_copies + c1.d2h_copies == c0.h2d_copies + c0.d2h_copies);  // no host round trip
+    } else {
+      CHECK(c1.aicpu_launches == c0.aicpu_launches);
+      CHECK(c1.d2h_copies - c0.d2h_copies == 1);
+    }
     require_equal_values(got, want, c.tol);
   }
 }
 
 TEST_CASE("ascend ai_cpu: eager calls outside the AI CPU mapping take the host way", "[ascend][aicpu]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   // A strided view: AI CPU operators take dense tensors, so the host runs it (one copy each way).
   Tensor<float> x = ms::randn<float>({3, 4});
   Tensor<float> xd = x.to(kAscend);
@@ -150,7 +169,7 @@ TEST_CASE("ascend ai_cpu: eager calls outside the AI CPU mapping take the host w
   // The same op on a dense device tensor runs on AI CPU; so does an integer reduction.
   auto c2 = counters();
   Tensor<float> dense = ms::erf(xd);
-  Tensor<std::int64_t> p = ms::prod(Tensor<std::int64_t>{3, 1, 4, 1, 5}.to(kAscend));
+  Tensor<std::int32_t> p = ms::prod(Tensor<std::int32_t>{3, 1, 4, 1, 5}.to(kAscend));
   auto c3 = counters();
   CHECK(c3.aicpu_launches - c2.aicpu_launches == 2);
   require_equal_values(dense, ms::erf(x), 1e-6);
@@ -159,6 +178,7 @@ TEST_CASE("ascend ai_cpu: eager calls outside the AI CPU mapping take the host w
 
 TEST_CASE("device graph: an AI CPU op between AI Core ops stays on the device", "[ascend][aicpu]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   Tensor<float> x = ms::randn<float>({4, 6}), w = ms::randn<float>({3, 6}), b = ms::randn<float>({3});
   auto f = [&](const Tensor<float>& xx) { return ms::sigmoid(ms::erf(ms::linear(xx, w, b))); };
   Tensor<float> want = f(x);
@@ -197,6 +217,7 @@ TEST_CASE("device graph: an AI CPU op between AI Core ops stays on the device", 
 
 TEST_CASE("device graph: AI CPU reductions feed AI Core ops, integer results come back", "[ascend][aicpu]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   Tensor<float> x = ms::rand<float>({5, 4}) + 0.5f;
   auto f = [](const Tensor<float>& xx) {
     Tensor<float> p = ms::prod(ms::exp(xx), {1}, false);  // AI Core, then AI CPU
@@ -220,6 +241,7 @@ TEST_CASE("device graph: AI CPU reductions feed AI Core ops, integer results com
 
 TEST_CASE("device graph: pinning and cost decide against AI CPU", "[ascend][aicpu]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   Tensor<float> x = ms::randn<float>({4});
   SECTION("pinned") {
     auto f = [](const Tensor<float>& xx) { return ms::exp(ms::erf(xx)); };
@@ -258,6 +280,7 @@ TEST_CASE("device graph: pinning and cost decide against AI CPU", "[ascend][aicp
 
 TEST_CASE("ascend ai_cpu: profiled AI CPU kernels carry their engine", "[ascend][aicpu][profiler]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   ctl().SetAiCpuLatency(2'000'000, 0);
   Tensor<float> x = ms::randn<float>({3, 5});
   auto f = [](const Tensor<float>& a) { return ms::exp(ms::erf(a)); };
@@ -286,16 +309,17 @@ TEST_CASE("ascend ai_cpu: profiled AI CPU kernels carry their engine", "[ascend]
 
 TEST_CASE("ascend ai_cpu: injected faults give a BackendError and leak nothing", "[ascend][aicpu]") {
   EmuFixture fx;
+  MS_SKIP_WITHOUT_AICPU();
   Tensor<float> h = ms::ones<float>({4, 4});
   Tensor<float> d = h.to(kAscend);
   emu().synchronize_all();
-  auto base = counters();
+  auto base = ms_emu_test::baseline();
   auto no_leak = [&] { ms_emu_test::check_no_leak(base); };
   SECTION("launch refused") {
     ctl().InjectFault(MS_EMU_FAULT_AICPU_LAUNCH, 0);
     CHECK_THAT(thrown<BackendError>([&] { (void)ms::erf(d); }),
-               Contains("[ms.backend_error] erf on ascend:0 ((4, 4) float32): aclopExecuteV2(Erf) failed with code "
-                        "507018: aclopExecuteV2(Erf): emulated AI CPU launch failure (injected fault)"));
+               Contains("[ms.backend_error] erf on ascend:0 ((4, 4) float32): aclopCompileAndExecute(Erf) failed with code "
+                        "507018: aclopCompileAndExecute(Erf): emulated AI CPU launch failure (injected fault)"));
   }
   SECTION("an AI CPU exception on the stream surfaces at the next synchronization") {
     ctl().InjectFault(MS_EMU_FAULT_STREAM, 0);
@@ -312,7 +336,7 @@ TEST_CASE("ascend ai_cpu: injected faults give a BackendError and leak nothing",
                    (void)ex.run_sunk(std::vector<AnyTensor>{Tensor<float>(ms::ones<float>({12, 4}))},
                                      backend::SinkOptions{3, {}});
                  }),
-                 Contains("prod on ascend:0 ((4, 4) float32): aclopExecuteV2(ReduceProdD) failed with code 507018"));
+                 Contains("prod on ascend:0 ((4, 4) float32): aclopCompileAndExecute(ReduceProdD) failed with code 507018"));
       // The executable works again afterwards.
       require_equal_values(ex.run({h})[0], f(h), 1e-5);
     }
@@ -326,7 +350,7 @@ TEST_CASE("ascend ai_cpu: a runtime without the single-operator API has no AI CP
   (void)emu();  // sets MS_ASCEND_LIBS
   backend::ascend::AclApi api = backend::ascend::load_acl_api(MS_ASCEND_EMULATOR_PATH);
   REQUIRE(api.has_aicpu());
-  api.aclopExecuteV2 = nullptr;  // as an older CANN without the symbol would load
+  api.aclopCompileAndExecute = nullptr;  // as a CANN without libacl_op_compiler.so would load
   CHECK_FALSE(api.has_aicpu());
   AscendBackend be(std::move(api), 0);
   be.warn_on_fallback = false;

@@ -237,7 +237,7 @@ TEST_CASE("ascend: injected faults give a BackendError and leak nothing", "[asce
   Tensor<float> h = ms::ones<float>({4, 4});
   Tensor<float> d = h.to(kAscend);
   emu().synchronize_all();
-  auto base = counters();
+  auto base = ms_emu_test::baseline();
   auto no_leak = [&] { ms_emu_test::check_no_leak(base); };
   SECTION("allocation") {
     ctl().InjectFault(MS_EMU_FAULT_ALLOC, 0);

@@ -240,9 +240,11 @@ TEST_CASE("device graph: a captured iteration replays once per step", "[ascend]"
     auto c0 = counters();
     auto r = ex.run_sunk(std::vector<AnyTensor>{rows(X, B, steps * B), rows(Y, B, steps * B)});
     auto c1 = counters();
-    CHECK(ex.captured() == capture);
-    CHECK(c1.capture_replays - c0.capture_replays == (capture ? static_cast<std::uint64_t>(steps - 1) : 0u));
-    if (capture) CHECK(c1.launches == c0.launches);  // only the captured kernels ran
+    // Without capture on the SoC (Atlas training series) the same run goes uncaptured.
+    const bool captured = capture && emu().can_capture();
+    CHECK(ex.captured() == captured);
+    CHECK(c1.capture_replays - c0.capture_replays == (captured ? static_cast<std::uint64_t>(steps - 1) : 0u));
+    if (captured) CHECK(c1.launches == c0.launches);  // only the captured kernels ran
     (capture ? replayed : plain) = Tensor<float>(r.outputs[0]).to_vector();
   }
   REQUIRE(plain.size() == replayed.size());
@@ -255,7 +257,7 @@ TEST_CASE("device graph: a device fault in a sunk run is a BackendError and leak
   Tensor<float> X = ms::randn<float>({steps * B, 1, 2, 3});
   Tensor<std::int64_t> Y = ms::randint<std::int64_t>(0, 2, {steps * B});
   emu().synchronize_all();
-  auto base = counters();
+  auto base = ms_emu_test::baseline();
   {
     Trainer t(6, 5, 2, 0.05);
     auto step = t.step_fn();
@@ -267,6 +269,7 @@ TEST_CASE("device graph: a device fault in a sunk run is a BackendError and leak
     CHECK_THAT(thrown<BackendError>([&] { ex.run_sunk(std::vector<AnyTensor>{X, Y}); }),
                Contains("failed with code 361001"));
   }
+  emu().empty_cache();  // blocks the executable gave back wait in the adapter's pool
   auto c = counters();
   CHECK(c.live_allocations == base.live_allocations);
   CHECK(c.live_streams == base.live_streams);

@@ -25,6 +25,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -37,10 +38,47 @@
 
 namespace ms::backend::ascend {
 
-/// Default library list: the CANN names, searched by the dynamic loader.
-inline constexpr const char* kDefaultAclLibs = "libascendcl.so:libnnopbase.so:libopapi.so";
+/// Default library lists: the CANN names, searched by the dynamic loader. Newer CANN splits
+/// the aclnn kernels into libopapi_math.so + libopapi_nn.so (not to be mixed with the
+/// aggregate libopapi.so of older releases) and moves the single-operator API into
+/// libacl_op_executor.so / libacl_op_compiler.so (aclopCompileAndExecute); a library of
+/// the list that does not open is skipped, so one list serves both layouts of the rest.
+inline constexpr const char* kSplitAclLibs =
+    "libascendcl.so:libnnopbase.so:libopapi_math.so:libopapi_nn.so:libacl_op_executor.so:libacl_op_compiler.so";
+inline constexpr const char* kAggregateAclLibs =
+    "libascendcl.so:libnnopbase.so:libopapi.so:libacl_op_executor.so:libacl_op_compiler.so";
+/// The list tried when the split libraries are not both there.
+inline constexpr const char* kDefaultAclLibs = kAggregateAclLibs;
 /// Environment variable overriding the list (':'-separated names or paths).
 inline constexpr const char* kAclLibsEnv = "MS_ASCEND_LIBS";
+
+/// What one chip generation supports, where the generations differ (CANN documentation:
+/// aclnnMatmul's cubeMathType, aclmdlRICaptureBegin's and aclopCompileAndExecute's product
+/// support tables, the aclnn kernels' dtype tables).
+/// A table fresh from load_acl_api knows no SoC yet and assumes everything (what the symbols
+/// offer); the backend replaces that with soc_caps(aclrtGetSocName()).
+struct SocCaps {
+  std::string name;             ///< as aclrtGetSocName reports it ("" when not read or not said)
+  bool fp32_keep_dtype = true;  ///< Matmul/BatchMatMul take FLOAT32 with cubeMathType KEEP_DTYPE
+  bool capture = true;          ///< aclmdlRI stream capture
+  bool single_op = true;        ///< the aclop* single-operator API (AI CPU operators)
+  bool bf16 = true;             ///< bfloat16 in the vector and cube kernels
+};
+
+/// The capabilities of the SoC named `name`. Atlas A2/A3 (Ascend910B*, Ascend910_93*): all
+/// but the single-operator API on A3; the training series (other Ascend910*): no fp32
+/// KEEP_DTYPE, no capture, no bf16; the inference series (Ascend310P*): no fp32 KEEP_DTYPE,
+/// no bf16. Anything else gets the conservative set (no KEEP_DTYPE fp32, no capture, no bf16).
+inline SocCaps soc_caps(std::string_view name) {
+  SocCaps c;
+  c.name = std::string(name);
+  auto starts = [&](std::string_view p) { return name.substr(0, p.size()) == p; };
+  const bool a2_a3 = starts("Ascend910B") || starts("Ascend910_93");
+  c.fp32_keep_dtype = c.bf16 = a2_a3;
+  c.capture = a2_a3 || starts("Ascend310P");
+  c.single_op = !starts("Ascend910_93");
+  return c;
+}
 
 /// One function pointer per AscendCL C function. Required ones are never null
 /// in a table returned by load_acl_api(); optional ones may be.
@@ -61,14 +99,19 @@ struct AclApi {
   /// Optional symbols that were not found (aclnn ops by op name, e.g. "aclnnGelu").
   std::vector<std::string> missing_optional;
 
-  /// Stream capture and replay (aclmdlRICaptureBegin/End, aclmdlRIExecuteAsync, aclmdlRIDestroy).
+  /// What the chip supports (set by the backend from aclrtGetSocName; see soc_caps()).
+  SocCaps soc;
+
+  /// Stream capture and replay (aclmdlRICaptureBegin/End, aclmdlRIExecuteAsync, aclmdlRIDestroy),
+  /// present and supported by the chip.
   bool has_capture() const noexcept {
-    return aclmdlRICaptureBegin && aclmdlRICaptureEnd && aclmdlRIExecuteAsync && aclmdlRIDestroy;
+    return aclmdlRICaptureBegin && aclmdlRICaptureEnd && aclmdlRIExecuteAsync && aclmdlRIDestroy && soc.capture;
   }
-  /// The single-operator API that AI CPU operators need (aclopExecuteV2 and its descriptions).
+  /// The single-operator API that AI CPU operators need (aclopCompileAndExecute and its
+  /// descriptions), present and supported by the chip.
   bool has_aicpu() const noexcept {
 #define MS_ACL_HAS_FN(ret, name, params) &&name != nullptr
-    return true MS_ACL_SINGLE_OP_FUNCS(MS_ACL_HAS_FN);
+    return soc.single_op MS_ACL_SINGLE_OP_FUNCS(MS_ACL_HAS_FN);
 #undef MS_ACL_HAS_FN
   }
   /// aclDestroyAclOpExecutor, to release an executor that was never launched.
@@ -190,13 +233,33 @@ inline AclApi load_acl_api(const std::string& libs) {
   MS_ACLNN_OPS(MS_ACLNN_BIND)
 #undef MS_ACLNN_BIND
 
+  // Without any aclnn kernel every op would quietly run on the host: say so once.
+  bool any_op = false;
+#define MS_ACLNN_ANY(Name, ...) any_op = any_op || api.aclnn##Name != nullptr;
+  MS_ACLNN_OPS(MS_ACLNN_ANY)
+#undef MS_ACLNN_ANY
+  if (!any_op) {
+    std::fprintf(stderr,
+                 "[ms] warning: no aclnn kernel found in the Ascend libraries (%s); every op will run on "
+                 "the host (set %s to the libraries that hold them)\n",
+                 opened.tried().c_str(), kAclLibsEnv);
+  }
   return api;
 }
 
-/// The library list to use: $MS_ASCEND_LIBS when set and non-empty, else the CANN names.
+/// The CANN list: the split aclnn libraries when both are there, else the aggregate one.
+inline std::string cann_acl_libs(bool split_opapi) { return split_opapi ? kSplitAclLibs : kAggregateAclLibs; }
+
+/// The library list to use: $MS_ASCEND_LIBS when set and non-empty, else cann_acl_libs()
+/// for what the dynamic loader finds.
 inline std::string default_acl_libs() {
   const char* env = std::getenv(kAclLibsEnv);
-  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(kDefaultAclLibs);
+  if (env != nullptr && *env != '\0') return std::string(env);
+  // Opened here only to look; load_acl_api opens them again (dlopen counts references).
+  const bool split = ::dlopen("libopapi_math.so", RTLD_LAZY | RTLD_GLOBAL) != nullptr &&
+                     ::dlopen("libopapi_nn.so", RTLD_LAZY | RTLD_GLOBAL) != nullptr;
+  if (!split) (void)::dlerror();
+  return cann_acl_libs(split);
 }
 
 /// The process-wide table, loaded on first use from default_acl_libs().

@@ -40,7 +40,7 @@ typedef struct aclOpExecutor aclOpExecutor;
 typedef struct aclTensor aclTensor;
 typedef struct aclScalar aclScalar;
 typedef struct aclIntArray aclIntArray;
-// Single-operator API (acl_base.h, acl_op.h): AI CPU operators run through aclopExecuteV2.
+// Single-operator API (acl_base.h, acl_op.h): AI CPU operators run through aclopCompileAndExecute.
 typedef struct aclTensorDesc aclTensorDesc;
 typedef struct aclDataBuffer aclDataBuffer;
 typedef struct aclopAttr aclopAttr;
@@ -117,6 +117,24 @@ typedef enum {
   ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1,
   ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2,
 } aclmdlRICaptureMode;
+
+// aclopCompileAndExecute's engine and compile choices (acl_op.h, acl_op_compiler.h).
+typedef enum {
+  ACL_ENGINE_SYS = 0,
+  ACL_ENGINE_AICORE = 1,
+  ACL_ENGINE_VECTOR = 2,
+} aclopEngineType;
+
+typedef enum {
+  ACL_COMPILE_SYS = 0,
+  ACL_COMPILE_UNREGISTERED = 1,
+} aclopCompileType;
+
+// aclrtQueryEventStatus's answer (acl_rt.h).
+typedef enum {
+  ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+  ACL_EVENT_RECORDED_STATUS_COMPLETE = 1,
+} aclrtEventRecordedStatus;
 
 // cubeMathType argument of aclnnMatmul / aclnnBatchMatMul (op_api_def.h).
 inline constexpr int8_t ACLNN_CUBE_KEEP_DTYPE = 0;
@@ -219,6 +237,9 @@ inline constexpr aclnnStatus ACLNN_ERR_INNER_NULLPTR = 561103;
 /// table holds nullptr and callers check (AclApi::has_capture(), ...).
 #define MS_ACL_OPTIONAL_FUNCS(X)                                                               \
   X(aclError, aclrtSynchronizeDevice, ())                                                      \
+  X(const char*, aclrtGetSocName, ())                                                          \
+  X(aclError, aclrtGetDevice, (int32_t * deviceId))                                            \
+  X(aclError, aclrtQueryEventStatus, (aclrtEvent event, aclrtEventRecordedStatus * status))    \
   X(aclError, aclrtMemsetAsync,                                                                \
     (void* devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream))          \
   X(aclnnStatus, aclDestroyAclOpExecutor, (aclOpExecutor * executor))                          \
@@ -226,11 +247,19 @@ inline constexpr aclnnStatus ACLNN_ERR_INNER_NULLPTR = 561103;
   X(aclError, aclmdlRICaptureEnd, (aclrtStream stream, aclmdlRI * modelRI))                    \
   X(aclError, aclmdlRIExecuteAsync, (aclmdlRI modelRI, aclrtStream stream))                    \
   X(aclError, aclmdlRIDestroy, (aclmdlRI modelRI))                                             \
+  X(aclError, aclopExecuteV2,                                                                  \
+    (const char* opType, int numInputs, aclTensorDesc* inputDesc[], aclDataBuffer* inputs[],   \
+     int numOutputs, aclTensorDesc* outputDesc[], aclDataBuffer* outputs[], aclopAttr* attr,   \
+     aclrtStream stream))                                                                      \
   MS_ACL_SINGLE_OP_FUNCS(X)
 
-/// The single-operator API that runs AI CPU operators (acl_base.h, acl_op.h). Optional as a
+/// The single-operator API that runs AI CPU operators (acl_base.h, acl_op.h, and
+/// aclopCompileAndExecute from acl_op_compiler.h, in libacl_op_compiler.so). Optional as a
 /// group: without all of them the Ascend backend offers no AI CPU engine (AclApi::has_aicpu()).
 /// Tensor descriptions are dense ND tensors (no strides); attributes are copied when set.
+/// aclopExecuteV2 (above, alone) only runs op models that were loaded or compiled before
+/// (aclopSetModelDir / aclopLoad / aclopCompile) and answers ACL_ERROR_OP_NOT_FOUND otherwise,
+/// so the adapter does not use it; aclopCompileAndExecute compiles on first use and caches.
 #define MS_ACL_SINGLE_OP_FUNCS(X)                                                              \
   X(aclTensorDesc*, aclCreateTensorDesc,                                                       \
     (aclDataType dataType, int numDims, const int64_t* dims, aclFormat format))                \
@@ -244,10 +273,12 @@ inline constexpr aclnnStatus ACLNN_ERR_INNER_NULLPTR = 561103;
   X(aclError, aclopSetAttrFloat, (aclopAttr * attr, const char* attrName, float attrValue))    \
   X(aclError, aclopSetAttrListInt,                                                             \
     (aclopAttr * attr, const char* attrName, int numValues, const int64_t* values))            \
-  X(aclError, aclopExecuteV2,                                                                  \
-    (const char* opType, int numInputs, aclTensorDesc* inputDesc[], aclDataBuffer* inputs[],   \
-     int numOutputs, aclTensorDesc* outputDesc[], aclDataBuffer* outputs[], aclopAttr* attr,   \
-     aclrtStream stream))
+  X(aclError, aclopCompileAndExecute,                                                          \
+    (const char* opType, int numInputs, const aclTensorDesc* const inputDesc[],                \
+     const aclDataBuffer* const inputs[], int numOutputs,                                      \
+     const aclTensorDesc* const outputDesc[], aclDataBuffer* const outputs[],                  \
+     const aclopAttr* attr, aclopEngineType engineType, aclopCompileType compileFlag,          \
+     const char* opPath, aclrtStream stream))
 
 /// aclnn ops: X(Name, GetWorkspaceSize parameters before workspaceSize/executor).
 /// Each op is a pair, both optional:

@@ -20,8 +20,12 @@ struct LaunchCtx {
   aclrtStream stream = nullptr;
   /// Device scratch memory that stays valid until the work queued now has run.
   std::function<void*(std::size_t)> scratch;
-  void* f32_one = nullptr;   ///< a device float 1.0
-  void* f32_zero = nullptr;  ///< a device float 0.0
+  /// A 32-byte aligned device block of floats: 1.0 at element 0, 0.0 at element 1. A tensor
+  /// over one of them is the block's address with an element offset: aclCreateTensor needs
+  /// an aligned data address.
+  void* consts = nullptr;
+  /// cubeMathType of Matmul/BatchMatMul (AscendBackend::cube_math_type()).
+  std::int8_t cube_math = ACLNN_CUBE_KEEP_DTYPE;
 };
 
 /// One row of the mapping.
@@ -73,6 +77,13 @@ inline bool all_dtype(std::span<const ops::TensorMeta> in, bool (*ok)(DType)) {
   return true;
 }
 inline bool numeric(DType d) { return d != DType::b8; }
+// The dtype rows of the kernels whose CANN tables are narrower than "floating" or "numeric":
+// Matmul/BatchMatMul and the activations Gelu, Tanh, Sigmoid take float16/float (and bf16
+// where the chip has it, checked centrally in AscendBackend::supports), never double;
+// Relu takes no double and no uint8; Neg no uint8.
+inline bool cube_or_act(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+inline bool relu_dtype(DType d) { return cube_or_act(d) || d == DType::i32 || d == DType::i64; }
+inline bool neg_dtype(DType d) { return numeric(d) && d != DType::u8; }
 inline bool any_dtype(DType d) { return acl_dtype(d).has_value(); }
 
 /// Axes of a reduction, normalized and all axes when the attribute is empty.
@@ -110,9 +121,9 @@ void launch_add(LaunchCtx& c, std::span<const AnyTensor> in, std::span<AnyTensor
 inline void launch_matmul(LaunchCtx& c, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs&) {
   auto a = T(c, in[0], "self"), b = T(c, in[1], "mat2"), o = T(c, out[0], "out");
   if (in[0].dim() == 3 && in[1].dim() == 3 && in[0].shape()[0] == in[1].shape()[0])
-    MS_ACLNN(c, BatchMatMul, a.get(), b.get(), o.get(), ACLNN_CUBE_KEEP_DTYPE);
+    MS_ACLNN(c, BatchMatMul, a.get(), b.get(), o.get(), c.cube_math);
   else
-    MS_ACLNN(c, Matmul, a.get(), b.get(), o.get(), ACLNN_CUBE_KEEP_DTYPE);
+    MS_ACLNN(c, Matmul, a.get(), b.get(), o.get(), c.cube_math);
 }
 
 /// linear(x, w, b) = x @ w^T (+ b): w^T is a strided view, so no transpose kernel runs.
@@ -122,7 +133,7 @@ inline void launch_linear(LaunchCtx& c, std::span<const AnyTensor> in, std::span
   auto wt = make_acl_tensor(c.api, w.storage()->data, w.storage()->nbytes, w.dtype(), {w.shape()[1], w.shape()[0]},
                             {w.strides()[1], w.strides()[0]}, w.offset(), "weight^T");
   auto o = T(c, out[0], "out");
-  MS_ACLNN(c, Matmul, x.get(), wt.get(), o.get(), ACLNN_CUBE_KEEP_DTYPE);
+  MS_ACLNN(c, Matmul, x.get(), wt.get(), o.get(), c.cube_math);
   if (in.size() == 3) {
     auto b = T(c, in[2], "bias");
     auto one = make_acl_scalar(c.api, 1.0, out[0].dtype());
@@ -154,8 +165,8 @@ inline CeParts ce_parts(LaunchCtx& c, const AnyTensor& logits, const AnyTensor& 
   };
   AnyTensor onehot = scratch_tensor(Shape{n, k});
   CeParts p{scratch_tensor(Shape{n}), scratch_tensor(Shape{n, k})};
-  auto on = make_acl_tensor(c.api, c.f32_one, sizeof(float), DType::f32, {1}, {1}, 0, "onValue");
-  auto off = make_acl_tensor(c.api, c.f32_zero, sizeof(float), DType::f32, {1}, {1}, 0, "offValue");
+  auto on = make_acl_tensor(c.api, c.consts, 2 * sizeof(float), DType::f32, {1}, {1}, 0, "onValue");
+  auto off = make_acl_tensor(c.api, c.consts, 2 * sizeof(float), DType::f32, {1}, {1}, 1, "offValue");
   auto y = T(c, target, "target"), oh = T(c, onehot, "onehot");
   MS_ACLNN(c, OneHot, y.get(), static_cast<int>(k), on.get(), off.get(), std::int64_t{-1}, oh.get());
   auto x = T(c, logits, "logits"), rows = T(c, p.rows, "loss"), bp = T(c, p.backprop, "backprop");
@@ -226,24 +237,24 @@ inline const std::vector<AclnnRule>& aclnn_rules() {
          auto w = T(c, in[0], "condition"), a = T(c, in[1], "self"), b = T(c, in[2], "other"), o = T(c, out[0], "out");
          MS_ACLNN(c, SWhere, w.get(), a.get(), b.get(), o.get());
        }},
-      {"neg", "aclnnNeg", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Neg"); }, MS_ACLNN_UNARY_ROW(Neg)},
+      {"neg", "aclnnNeg", [](Api api, M in, A) { return all_dtype(in, neg_dtype) && has(api, "Neg"); }, MS_ACLNN_UNARY_ROW(Neg)},
       {"exp", "aclnnExp", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Exp"); }, MS_ACLNN_UNARY_ROW(Exp)},
       {"log", "aclnnLog", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Log"); }, MS_ACLNN_UNARY_ROW(Log)},
       {"sqrt", "aclnnSqrt", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Sqrt"); }, MS_ACLNN_UNARY_ROW(Sqrt)},
-      {"relu", "aclnnRelu", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Relu"); }, MS_ACLNN_UNARY_ROW(Relu)},
-      {"sigmoid", "aclnnSigmoid", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Sigmoid"); },
+      {"relu", "aclnnRelu", [](Api api, M in, A) { return all_dtype(in, relu_dtype) && has(api, "Relu"); }, MS_ACLNN_UNARY_ROW(Relu)},
+      {"sigmoid", "aclnnSigmoid", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Sigmoid"); },
        MS_ACLNN_UNARY_ROW(Sigmoid)},
-      {"tanh", "aclnnTanh", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Tanh"); }, MS_ACLNN_UNARY_ROW(Tanh)},
-      {"gelu", "aclnnGelu", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Gelu"); }, MS_ACLNN_UNARY_ROW(Gelu)},
+      {"tanh", "aclnnTanh", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Tanh"); }, MS_ACLNN_UNARY_ROW(Tanh)},
+      {"gelu", "aclnnGelu", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Gelu"); }, MS_ACLNN_UNARY_ROW(Gelu)},
       {"matmul", "aclnnMatmul|aclnnBatchMatMul",
        [](Api api, M in, A) {
-         return all_dtype(in, floating) && in[0].shape.rank() >= 2 && in[1].shape.rank() >= 2 && has(api, "Matmul") &&
+         return all_dtype(in, cube_or_act) && in[0].shape.rank() >= 2 && in[1].shape.rank() >= 2 && has(api, "Matmul") &&
                 has(api, "BatchMatMul");
        },
        &launch_matmul},
       {"linear", "aclnnMatmul+aclnnAdd",
        [](Api api, M in, A) {
-         return all_dtype(in, floating) && in[0].shape.rank() >= 2 && has(api, "Matmul") && has(api, "Add");
+         return all_dtype(in, cube_or_act) && in[0].shape.rank() >= 2 && has(api, "Matmul") && has(api, "Add");
        },
        &launch_linear},
       {"softmax", "aclnnSoftmax", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Softmax"); },

@@ -1,11 +1,12 @@
 #pragma once
 // The AI CPU mapping: one row per ms op that the Ascend adapter can run on the
-// device's AI CPU cores through the single-operator API (aclopExecuteV2), naming
+// device's AI CPU cores through the single-operator API (aclopCompileAndExecute), naming
 // the AI CPU op type, when it applies (dtypes, attributes), and how ms
 // attributes become the op type's attributes. Ops without an aclnn row but with
 // a row here run on the device instead of the host (ascend_backend.hpp decides).
 // Must not allocate tensors or pick streams: the caller passes both in.
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,10 +39,13 @@ class AicpuCall {
 /// One row of the mapping.
 struct AicpuRule {
   std::string_view op;       ///< the ms op name
-  std::string_view op_type;  ///< the AI CPU op type passed to aclopExecuteV2
+  std::string_view op_type;  ///< the AI CPU op type passed to aclopCompileAndExecute
   bool (*supports)(std::span<const ops::TensorMeta> in, const ops::Attrs& attrs);
   /// Sets the op type's attributes (and reinterpreted input dimensions) from the ms attributes.
   void (*prepare)(AicpuCall& call, std::span<const AnyTensor> in, const ops::Attrs& attrs);
+  /// The op type writes int32 indices where ms has int64: it writes into device scratch,
+  /// and aclnnCast widens the result into the output.
+  bool int32_indices = false;
 };
 
 /// The mapping table (see the end of this file).
@@ -55,11 +59,14 @@ inline const AicpuRule* find_aicpu_rule(std::string_view name) {
 }
 
 /// Enqueues row `r` on `stream`: one tensor description and data buffer per operand (dense
-/// ND, so every operand must be contiguous), the attributes, then aclopExecuteV2. Every
-/// status is checked; every handle is released on return, also when a call fails (the
-/// runtime keeps what the queued work needs).
+/// ND, so every operand must be contiguous), the attributes, then aclopCompileAndExecute
+/// (which compiles the op type once and runs the cached model afterwards; aclopExecuteV2
+/// would only find models loaded before). Every status is checked; every handle is
+/// released on return, also when a call fails (the runtime keeps what the queued work
+/// needs). `scratch` gives device memory valid until the queued work has run.
 void launch_aicpu(const AclApi& api, const AicpuRule& r, aclrtStream stream, std::span<const AnyTensor> in,
-                  std::span<AnyTensor> out, const ops::Attrs& attrs);
+                  std::span<AnyTensor> out, const ops::Attrs& attrs,
+                  const std::function<void*(std::size_t)>& scratch);
 
 // ====================================================================== implementation
 
@@ -126,8 +133,14 @@ inline DataBufferHandle make_data_buffer(const AclApi& api, const AnyTensor& t, 
 inline bool float_in(std::span<const ops::TensorMeta> in) {
   return in[0].dtype == DType::f32 || in[0].dtype == DType::f64;
 }
-inline bool numeric_in(std::span<const ops::TensorMeta> in) {
-  return float_in(in) || in[0].dtype == DType::i32 || in[0].dtype == DType::i64;
+/// ArgMaxD/ArgMinD's dtype row: float16/float in (int32 indices out).
+inline bool arg_in(std::span<const ops::TensorMeta> in) {
+  return in[0].dtype == DType::f32 || in[0].dtype == DType::f16;
+}
+/// ReduceProdD's dtype row: no double, no int64.
+inline bool prod_in(std::span<const ops::TensorMeta> in) {
+  return in[0].dtype == DType::f32 || in[0].dtype == DType::f16 || in[0].dtype == DType::i32 ||
+         in[0].dtype == DType::u8;
 }
 
 /// argmax/argmin: the op types reduce one "dimension"; without an axis ms reduces the
@@ -146,9 +159,23 @@ inline void prepare_arg(AicpuCall& c, std::span<const AnyTensor> in, const ops::
 }  // namespace detail
 
 inline void launch_aicpu(const AclApi& api, const AicpuRule& r, aclrtStream stream, std::span<const AnyTensor> in,
-                         std::span<AnyTensor> out, const ops::Attrs& attrs) {
-  MS_CHECK(api.has_aicpu(), BackendError, "AI CPU op {}: aclopExecuteV2 and its descriptions are not in the AscendCL "
-           "libraries ({})", r.op_type, api.libraries);
+                         std::span<AnyTensor> out, const ops::Attrs& attrs,
+                         const std::function<void*(std::size_t)>& scratch) {
+  MS_CHECK(api.has_aicpu(), BackendError, "AI CPU op {}: aclopCompileAndExecute and its descriptions are not in the "
+           "AscendCL libraries ({}) or not supported on {}", r.op_type, api.libraries,
+           api.soc.name.empty() ? std::string("this SoC") : api.soc.name);
+  // Int32 indices: the op type writes scratch that a cast widens into the int64 output.
+  std::vector<AnyTensor> outs(out.begin(), out.end());
+  auto widened = [&](std::size_t i) { return r.int32_indices && out[i].dtype() == DType::i64; };
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (!widened(i)) continue;
+    MS_CHECK(scratch && api.has_op("Cast"), BackendError, "AI CPU op {}: int32 indices need scratch and aclnnCast",
+             r.op_type);
+    const AnyTensor& t = out[i];
+    const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(t.numel(), 1)) * sizeof(std::int32_t);
+    auto st = Storage::borrowed(scratch(bytes), bytes, t.device());
+    outs[i] = AnyTensor::view_of(std::move(st), t.shape(), contiguous_strides(t.shape()), 0, DType::i32);
+  }
   AicpuCall call(api, r.op_type);
   for (const AnyTensor& t : in) call.in_dims.emplace_back(t.shape().begin(), t.shape().end());
   r.prepare(call, in, attrs);
@@ -163,7 +190,7 @@ inline void launch_aicpu(const AclApi& api, const AicpuRule& r, aclrtStream stre
     bufs.push_back(detail::make_data_buffer(api, in[i], r.op_type, "input"));
     in_buf.push_back(bufs.back().get());
   }
-  for (const AnyTensor& t : out) {
+  for (const AnyTensor& t : outs) {
     const std::vector<std::int64_t> dims(t.shape().begin(), t.shape().end());
     descs.push_back(detail::make_tensor_desc(api, t.dtype(), dims, r.op_type, "output"));
     out_desc.push_back(descs.back().get());
@@ -171,11 +198,24 @@ inline void launch_aicpu(const AclApi& api, const AicpuRule& r, aclrtStream stre
     out_buf.push_back(bufs.back().get());
   }
   const std::string type(r.op_type);
-  const std::string what = fmt::format("aclopExecuteV2({})", r.op_type);
+  const std::string what = fmt::format("aclopCompileAndExecute({})", r.op_type);
   acl_check(api,
-            api.aclopExecuteV2(type.c_str(), static_cast<int>(in_desc.size()), in_desc.data(), in_buf.data(),
-                               static_cast<int>(out_desc.size()), out_desc.data(), out_buf.data(), call.attr(), stream),
+            api.aclopCompileAndExecute(type.c_str(), static_cast<int>(in_desc.size()), in_desc.data(), in_buf.data(),
+                                       static_cast<int>(out_desc.size()), out_desc.data(), out_buf.data(),
+                                       call.attr(), ACL_ENGINE_SYS, ACL_COMPILE_SYS, nullptr, stream),
             what.c_str());
+  // Widen int32 indices into the int64 outputs (on the same stream, so in order).
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (!widened(i)) continue;
+    auto src = make_acl_tensor(api, outs[i], "indices");
+    auto dst = make_acl_tensor(api, out[i], "out");
+    std::uint64_t ws = 0;
+    ExecutorGuard ex(api);
+    acl_check(api, api.aclnnCastGetWorkspaceSize(src.get(), ACL_INT64, dst.get(), &ws, ex.out()),
+              "aclnnCastGetWorkspaceSize");
+    void* wsp = ws > 0 ? scratch(ws) : nullptr;
+    acl_check(api, api.aclnnCast(wsp, ws, ex.release(), stream), "aclnnCast");
+  }
 }
 
 inline const std::vector<AicpuRule>& aicpu_rules() {
@@ -187,9 +227,9 @@ inline const std::vector<AicpuRule>& aicpu_rules() {
       {"erf", "Erf", [](M in, A) { return float_in(in); }, [](AicpuCall&, I, A) {}},
       {"leaky_relu", "LeakyRelu", [](M in, A) { return float_in(in); },
        [](AicpuCall& c, I, A a) { c.set_float("negative_slope", a.f("slope", 0.01)); }},
-      {"argmax", "ArgMaxD", [](M in, A) { return numeric_in(in); }, &prepare_arg},
-      {"argmin", "ArgMinD", [](M in, A) { return numeric_in(in); }, &prepare_arg},
-      {"prod", "ReduceProdD", [](M in, A) { return numeric_in(in); },
+      {"argmax", "ArgMaxD", [](M in, A) { return arg_in(in); }, &prepare_arg, true},
+      {"argmin", "ArgMinD", [](M in, A) { return arg_in(in); }, &prepare_arg, true},
+      {"prod", "ReduceProdD", [](M in, A) { return prod_in(in); },
        [](AicpuCall& c, I in, A a) {
          std::vector<std::int64_t> axes = a.has("axes") ? a.ints("axes") : std::vector<std::int64_t>{};
          if (axes.empty())

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "../backend.hpp"
 #include "aclnn_ops.hpp"
 #include "aicpu_ops.hpp"
+#include "block_pool.hpp"
 
 namespace ms::backend::ascend {
 
@@ -46,6 +48,14 @@ struct AscendCostModel {
   double copy(double bytes) const { return copy_fixed_us + bytes / copy_bytes_per_us; }
 };
 
+/// cubeMathType for fp32 Matmul/BatchMatMul. KEEP_DTYPE computes in fp32 and is what the CPU
+/// gives; ALLOW_FP32_DOWN_PRECISION lets the cube unit compute fp32 in a narrower format (fp16
+/// on Ascend 910/310P, hf32 on A2/A3), which changes results in the last bits and more (about
+/// 1e-3 relative with fp16); USE_HF32 asks for hf32 explicitly. `automatic` takes KEEP_DTYPE where
+/// the chip supports it for fp32 (A2/A3) and ALLOW_FP32_DOWN_PRECISION elsewhere (910, 310P),
+/// the only fp32 mode those chips run.
+enum class CubeMath { automatic, keep_dtype, allow_fp32_down_precision, use_hf32 };
+
 class AscendBackend final : public Backend {
  public:
   /// Loads the AscendCL libraries in `libs` (':'-separated), initializes ACL and device `index`.
@@ -56,11 +66,18 @@ class AscendBackend final : public Backend {
   AscendBackend(AclApi api, int index) : api_(std::move(api)), index_(index) {
     const aclError rc = api_.aclInit(nullptr);
     if (rc != ACL_ERROR_REPEAT_INITIALIZE) acl_check(api_, rc, "aclInit");
+    else (void)api_.aclGetRecentErrMsg();
+    // The count first: aclrtSetDevice with a bad index would be a runtime error (107001)
+    // where the user made a device error.
     uint32_t count = 0;
-    enter();
     acl_check(api_, api_.aclrtGetDeviceCount(&count), "aclrtGetDeviceCount");
-    MS_CHECK(static_cast<uint32_t>(index) < count, DeviceError, "ascend:{} does not exist ({} device(s) found)", index,
-             count);
+    MS_CHECK(index >= 0 && static_cast<uint32_t>(index) < count, DeviceError,
+             "ascend:{} does not exist ({} device(s) found)", index, count);
+    const char* soc = api_.aclrtGetSocName != nullptr ? api_.aclrtGetSocName() : nullptr;
+    api_.soc = soc_caps(soc != nullptr ? soc : "");
+    enter();
+    dev_pool_ = std::make_shared<BlockPool>(api_, index_, BlockPool::Kind::device);
+    pinned_pool_ = std::make_shared<BlockPool>(api_, index_, BlockPool::Kind::pinned_host);
     // Two device floats the loss kernels use as one-hot values; uploaded once, now, so that
     // no later launch needs a host round trip for them.
     consts_ = DeviceBuffer(api_, 2 * sizeof(float));
@@ -71,7 +88,8 @@ class AscendBackend final : public Backend {
   AscendBackend(const AscendBackend&) = delete;
   AscendBackend& operator=(const AscendBackend&) = delete;
   ~AscendBackend() override {
-    // Queued work may still use pending scratch blocks: wait (ignoring a device fault now).
+    // Queued work may still use blocks: wait (ignoring a device fault now). The pools free
+    // their blocks when the last tensor that holds one is gone.
     if (stream_) (void)api_.aclrtSynchronizeStream(stream_.raw());
   }
 
@@ -81,16 +99,38 @@ class AscendBackend final : public Backend {
   /// The stream eager ops run on.
   const Stream& eager_stream() const { return stream_; }
 
-  /// Binds the calling thread to the device. aclrtSetDevice is per thread and cheap once
-  /// bound; calling it on every entry also survives someone else's aclrtResetDevice.
-  void enter() const { acl_check(api_, api_.aclrtSetDevice(index_), "aclrtSetDevice"); }
+  /// Binds the calling thread to the device, once per thread (see bind_device).
+  void enter() const { bind_device(api_, index_); }
 
-  // ---- memory
+  /// The SoC the runtime reports and what it supports.
+  const SocCaps& soc() const { return api_.soc; }
+  /// cubeMathType passed to Matmul/BatchMatMul (see CubeMath).
+  CubeMath cube_math = CubeMath::automatic;
+  std::int8_t cube_math_type() const {
+    switch (cube_math) {
+      case CubeMath::keep_dtype: return ACLNN_CUBE_KEEP_DTYPE;
+      case CubeMath::allow_fp32_down_precision: return ACLNN_CUBE_ALLOW_FP32_DOWN_PRECISION;
+      case CubeMath::use_hf32: return ACLNN_CUBE_USE_HF32;
+      case CubeMath::automatic: break;
+    }
+    return api_.soc.fp32_keep_dtype ? ACLNN_CUBE_KEEP_DTYPE : ACLNN_CUBE_ALLOW_FP32_DOWN_PRECISION;
+  }
+
+  // ---- memory: stream-ordered caching pools (block_pool.hpp)
   std::shared_ptr<Storage> allocate(std::size_t nbytes) override {
     enter();
-    auto buf = std::make_shared<DeviceBuffer>(api_, nbytes);
-    void* p = buf->get();
-    return Storage::borrowed(p, nbytes, device(), [buf](void*) mutable { buf.reset(); });
+    void* p = dev_pool_->get(nbytes);
+    return Storage::borrowed(p, nbytes, device(), [pool = dev_pool_](void* q) { pool->put(q); });
+  }
+  /// Reuse statistics of device memory (a freed block waits for the streams that used it).
+  PoolStats memory_stats() const { return dev_pool_->stats(); }
+  /// The same for the pinned host staging buffers of asynchronous copies.
+  PoolStats staging_stats() const { return pinned_pool_->stats(); }
+  /// Waits for blocks still in use by queued work and gives every cached block back to the runtime.
+  void empty_cache() {
+    enter();
+    dev_pool_->empty_cache();
+    pinned_pool_->empty_cache();
   }
   void copy_to_device(void* dst, const void* src, std::size_t n) override {
     enter();
@@ -100,13 +140,37 @@ class AscendBackend final : public Backend {
     enter();
     if (n) acl_check(api_, api_.aclrtMemcpy(dst, n, src, n, ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
   }
+  /// Through a pinned staging block: from pageable memory the runtime would synchronize the
+  /// stream and copy synchronously (and refuse during capture). The source is read now.
   void copy_to_device_async(void* dst, const void* src, std::size_t n, const Stream& s) override {
-    async_copy(dst, src, n, ACL_MEMCPY_HOST_TO_DEVICE, s);
+    if (n == 0) return;
+    enter();
+    void* pin = pinned_pool_->get(n);
+    std::memcpy(pin, src, n);
+    pinned_pool_->note_use(pin, s.raw());
+    dev_pool_->note_use(dst, s.raw());
+    const aclError rc = api_.aclrtMemcpyAsync(dst, n, pin, n, ACL_MEMCPY_HOST_TO_DEVICE, s.raw());
+    pinned_pool_->put(pin);
+    acl_check(api_, rc, "aclrtMemcpyAsync");
   }
+  /// Through a pinned staging block; `dst` holds the data once this backend has synchronized `s`.
   void copy_to_host_async(void* dst, const void* src, std::size_t n, const Stream& s) override {
-    async_copy(dst, src, n, ACL_MEMCPY_DEVICE_TO_HOST, s);
+    if (n == 0) return;
+    enter();
+    void* pin = pinned_pool_->get(n);
+    pinned_pool_->note_use(pin, s.raw());
+    dev_pool_->note_use(src, s.raw());
+    const aclError rc = api_.aclrtMemcpyAsync(pin, n, src, n, ACL_MEMCPY_DEVICE_TO_HOST, s.raw());
+    if (rc != ACL_SUCCESS) {
+      pinned_pool_->put(pin);
+      acl_check(api_, rc, "aclrtMemcpyAsync");
+    }
+    std::lock_guard lk(mu_);
+    to_host_[s.raw()].push_back(PendingToHost{dst, pin, n});
   }
   void copy_on_device_async(void* dst, const void* src, std::size_t n, const Stream& s) override {
+    dev_pool_->note_use(dst, s.raw());
+    dev_pool_->note_use(src, s.raw());
     async_copy(dst, src, n, ACL_MEMCPY_DEVICE_TO_DEVICE, s);
   }
 
@@ -136,7 +200,7 @@ class AscendBackend final : public Backend {
   void synchronize(const Stream& s) override {
     enter();
     const aclError rc = api_.aclrtSynchronizeStream(s.raw());
-    if (s.raw() == stream_.raw()) release_scratch();
+    finish_to_host(s.raw(), rc == ACL_SUCCESS);
     acl_check(api_, rc, "aclrtSynchronizeStream");
   }
   void synchronize(const Event& e) override {
@@ -153,11 +217,21 @@ class AscendBackend final : public Backend {
   void synchronize_all() override { synchronize(stream_); }
 
   // ---- capture (aclmdlRI*), when the libraries have it
-  bool can_capture() const override { return api_.has_capture(); }
+  /// Capture where the libraries have it and the chip supports it (not the Atlas training
+  /// series); elsewhere executables replay uncaptured, noted once on stderr.
+  bool can_capture() const override {
+    if (api_.has_capture()) return true;
+    if (api_.aclmdlRICaptureBegin != nullptr && warn_on_fallback)
+      std::call_once(capture_note_, [&] {
+        std::fprintf(stderr, "[ms] note: %s (%s) does not support stream capture; captured executables replay "
+                             "uncaptured\n", device().str().c_str(), api_.soc.name.c_str());
+      });
+    return false;
+  }
   void capture_begin(const Stream& s) override {
     enter();
-    MS_CHECK(api_.has_capture(), BackendError, "aclmdlRICaptureBegin: not found in the AscendCL libraries ({})",
-             api_.libraries);
+    MS_CHECK(api_.has_capture(), BackendError, "aclmdlRICaptureBegin: not found in the AscendCL libraries ({}) or "
+             "not supported on {}", api_.libraries, api_.soc.name);
     acl_check(api_, api_.aclmdlRICaptureBegin(s.raw(), ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), "aclmdlRICaptureBegin");
   }
   void* capture_end(const Stream& s) override {
@@ -175,7 +249,7 @@ class AscendBackend final : public Backend {
   }
 
   // ---- ops: AI Core (aclnn kernels, registered device kernels, device copies) and, when the
-  // runtime has the single-operator API, AI CPU (aclopExecuteV2 with an AI CPU op type).
+  // runtime has the single-operator API, AI CPU (aclopCompileAndExecute with an AI CPU op type).
   using Backend::launch;
   using Backend::supports;
   Engine engine() const override { return Engine::ai_core; }
@@ -195,6 +269,9 @@ class AscendBackend final : public Backend {
     if (device_kernel_for(op, in, attrs) != nullptr) return true;           // registered for this device type
     if (&op == &ops::copy__op) return in[0].shape == in[1].shape;           // a device-to-device copy
     const AclnnRule* r = find_aclnn_rule(op.name);
+    // bfloat16 only where the chip's kernels take it (A2/A3).
+    if (!api_.soc.bf16 && std::any_of(in.begin(), in.end(), [](const ops::TensorMeta& m) { return m.dtype == DType::bf16; }))
+      return false;
     return r != nullptr && r->supports(api_, in, attrs);
   }
   /// The device kernel registered for `op` on Ascend when it takes these inputs, or nullptr.
@@ -229,18 +306,36 @@ class AscendBackend final : public Backend {
       out[0] = op.view(in[0], attrs);
       return;
     }
+    // Every block this launch touches is in use on `s` until the work queued now has run: a
+    // block given back before then waits for it (block_pool.hpp).
+    for (const AnyTensor& t : in)
+      if (t.defined() && t.storage()) dev_pool_->note_use(t.storage()->data, s.raw());
+    for (const AnyTensor& t : out)
+      if (t.defined() && t.storage()) dev_pool_->note_use(t.storage()->data, s.raw());
+    // Eager scratch: pool blocks held until the launch is queued, then given back stream-ordered.
+    std::vector<std::shared_ptr<Storage>> held;
+    ScratchFn sf = [&, this](std::size_t n) {
+      void* p = nullptr;
+      if (scratch) {
+        p = scratch(n);
+      } else {
+        held.push_back(allocate(n));
+        p = held.back()->data;
+      }
+      dev_pool_->note_use(p, s.raw());
+      return p;
+    };
     try {
       if (e == Engine::ai_cpu) {
         const AicpuRule* r = find_aicpu_rule(op.name);
         MS_CHECK(r != nullptr, DeviceError, "{}: no AI CPU mapping", op.name);
-        launch_aicpu(api_, *r, s.raw(), in, out, attrs);
+        launch_aicpu(api_, *r, s.raw(), in, out, attrs, sf);
         return;
       }
       MS_CHECK(e == Engine::ai_core, DeviceError, "{}: {} is not an engine of {}", op.name, engine_name(e), device());
       if (const DeviceKernel* k = find_device_kernel(op, DeviceType::ascend)) {
         SmallVec<ops::TensorMeta, 4> im = ops::input_metas(in);
         if (k->accepts(*this, std::span<const ops::TensorMeta>(im.data(), im.size()), attrs)) {
-          ScratchFn sf = scratch ? scratch : ScratchFn([this](std::size_t n) { return eager_scratch(n); });
           k->run(DeviceKernelArgs{*this, op, in, out, attrs, s, sf});
           return;
         }
@@ -254,8 +349,7 @@ class AscendBackend final : public Backend {
       }
       const AclnnRule* r = find_aclnn_rule(op.name);
       MS_CHECK(r != nullptr, DeviceError, "{}: no aclnn mapping", op.name);
-      ScratchFn sf = scratch ? scratch : ScratchFn([this](std::size_t n) { return eager_scratch(n); });
-      LaunchCtx ctx{api_, s.raw(), std::move(sf), consts_.get(), static_cast<char*>(consts_.get()) + sizeof(float)};
+      LaunchCtx ctx{api_, s.raw(), sf, consts_.get(), cube_math_type()};
       r->launch(ctx, in, out, attrs);
     } catch (const Error& err) {
       rethrow_for(op, in, err);
@@ -298,14 +392,25 @@ class AscendBackend final : public Backend {
     enter();
     if (n) acl_check(api_, api_.aclrtMemcpyAsync(dst, n, src, n, kind, s.raw()), "aclrtMemcpyAsync");
   }
-  void* eager_scratch(std::size_t n) {
-    std::lock_guard lk(mu_);
-    scratch_.emplace_back(api_, n);
-    return scratch_.back().get();
-  }
-  void release_scratch() {
-    std::lock_guard lk(mu_);
-    scratch_.clear();
+  /// A device-to-host copy staged in pinned memory, finished when its stream is synchronized.
+  struct PendingToHost {
+    void* dst;
+    void* pinned;
+    std::size_t n;
+  };
+  void finish_to_host(aclrtStream s, bool ok) {
+    std::vector<PendingToHost> done;
+    {
+      std::lock_guard lk(mu_);
+      auto it = to_host_.find(s);
+      if (it == to_host_.end()) return;
+      done = std::move(it->second);
+      to_host_.erase(it);
+    }
+    for (const PendingToHost& p : done) {
+      if (ok) std::memcpy(p.dst, p.pinned, p.n);
+      pinned_pool_->put(p.pinned);
+    }
   }
   static std::string operands(std::span<const AnyTensor> in) {
     std::string s;
@@ -315,10 +420,13 @@ class AscendBackend final : public Backend {
 
   AclApi api_;
   int index_;
+  std::shared_ptr<BlockPool> dev_pool_;     ///< device memory, also held by every Storage from allocate()
+  std::shared_ptr<BlockPool> pinned_pool_;  ///< pinned host staging of asynchronous copies
   DeviceBuffer consts_;
   Stream stream_;
   mutable std::mutex mu_;
-  std::vector<DeviceBuffer> scratch_;  ///< eager scratch, freed when the eager stream is synchronized
+  std::map<aclrtStream, std::vector<PendingToHost>> to_host_;
+  mutable std::once_flag capture_note_;
   std::set<std::string> warned_;
   std::mutex timing_mu_;
   std::pair<Event, Event> timing_;
