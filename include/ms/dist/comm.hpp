@@ -445,21 +445,33 @@ inline void divide(void* buf, std::int64_t n, DType d, int by) {
 // ---- collectives on contiguous host buffers ------------------------------------------------
 // `what` names the calling op in errors. Buffers of float32, float64, int32 or int64.
 
-/// In place: buf = reduce over the group's ranks of buf (mean: the sum divided by the size).
-inline void all_reduce_buffer(const Group& g, void* buf, std::int64_t n, DType d, ReduceOp op,
+/// buf = reduce over the group's ranks of send (mean: the sum divided by the size); send
+/// null or equal to buf: in place.
+inline void all_reduce_buffer(const Group& g, const void* send, void* buf, std::int64_t n, DType d, ReduceOp op,
                               const char* what = "all_reduce") {
   const detail::GroupRec& r = detail::member(g, what);
   const int count = detail::checked_count(n, what);
+  const bool in_place = send == nullptr || send == buf;
 #if MS_DIST_MPI
   if (r.ranks.size() > 1) {
     detail::Watch w(what, g);
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf, count, detail::mpi_type(d, what), detail::mpi_op(op), r.comm),
+    // Reading send directly saves the copy into buf that an in-place call would need.
+    detail::check_mpi(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, buf, count, detail::mpi_type(d, what),
+                                    detail::mpi_op(op), r.comm),
                       what, fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)));
+  } else if (!in_place) {
+    std::memcpy(buf, send, static_cast<std::size_t>(n) * dtype_size(d));
   }
 #else
   (void)count;
+  if (!in_place) std::memcpy(buf, send, static_cast<std::size_t>(n) * dtype_size(d));
 #endif
   if (op == ReduceOp::mean) detail::divide(buf, n, d, static_cast<int>(r.ranks.size()));
+}
+/// In place: buf = reduce over the group's ranks of buf.
+inline void all_reduce_buffer(const Group& g, void* buf, std::int64_t n, DType d, ReduceOp op,
+                              const char* what = "all_reduce") {
+  all_reduce_buffer(g, nullptr, buf, n, d, op, what);
 }
 
 /// In place: every rank's buf = the root's (root is a rank of the group).
