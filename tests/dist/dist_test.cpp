@@ -324,6 +324,33 @@ TEST_CASE("collectives in a captured graph: replayed with new inputs, listed in 
   CHECK(collectives == 2);
 }
 
+TEST_CASE("a collective that differs between ranks fails at the first step, naming both sides", "[dist][graph]") {
+  if (W() == 1) return;
+  std::vector<int> everyone;
+  for (int r = 0; r < W(); ++r) everyone.push_back(r);
+  const dist::Group g = dist::new_group(everyone);  // its own count of checked calls
+  const std::string tail = " (a collective called on some ranks only, or with different shapes)";
+  // Different shapes on rank 1, in a captured step: reported at the first step.
+  auto step = ms::jit([&](const Tensor<float>& x) { return dist::all_reduce(x, ReduceOp::sum, g); });
+  const std::int64_t n = R() == 1 ? 5 : 4;
+  std::string e = error_of([&] { step(ms::full<float>(Shape{n}, 1.0f)); });
+  CHECK(e == fmt::format("[ms.dist_error] all_reduce: collective call 0 on group {} differs between ranks: rank 0 "
+                         "calls all_reduce(sum) on (4,) float32, rank 1 calls all_reduce(sum) on (5,) float32{}",
+                         g.id(), tail));
+  // A collective called on rank 1 only (a barrier before the all_reduce that all ranks make).
+  auto step2 = ms::jit([&](const Tensor<float>& x) {
+    Tensor<float> y = R() == 1 ? Tensor<float>(dist::barrier(x, g)) : x;
+    return dist::all_reduce(y, ReduceOp::max, g);
+  });
+  e = error_of([&] { step2(ms::full<float>(Shape{2, 3}, 1.0f)); });
+  CHECK(e == fmt::format("[ms.dist_error] {}: collective call 1 on group {} differs between ranks: rank 0 calls "
+                         "all_reduce(max) on (2, 3) float32, rank 1 calls barrier on (2, 3) float32{}",
+                         R() == 1 ? "barrier" : "all_reduce", g.id(), tail));
+  // The ranks stay in step: the group still works, and the checked calls pass.
+  Tensor<float> ok = dist::all_reduce(ms::full<float>(Shape{3}, 1.0f), ReduceOp::sum, g);
+  CHECK(ok.to_vector() == std::vector<float>(3, static_cast<float>(W())));
+}
+
 TEST_CASE("DataLoader shards: equal sizes, padded by repetition, disjoint cover, per epoch", "[dist][data]") {
   for (std::int64_t n : {10, 9, 12}) {
     Tensor<float> images = ms::zeros<float>(Shape{n, 2});

@@ -79,6 +79,12 @@ struct Options {
   double timeout_s = -1;
   /// Print the rank and the error and abort the job when an exception escapes a rank.
   bool abort_on_uncaught = true;
+  /// The first this many collective ops of each group (the ops of dist/ops.hpp: the first
+  /// steps of a training loop, eager or replayed) first exchange what each rank calls
+  /// (op, reduction, dtype, shape), so that a collective called on one rank only, or with
+  /// different shapes, fails at once with a DistError naming both sides (< 0: every call,
+  /// 0: none). Default: $MS_DIST_CHECK_CALLS, else 256.
+  std::int64_t check_calls = -2;
 };
 
 /// True when ms was built with MPI (the ms::dist CMake target).
@@ -103,6 +109,7 @@ inline int launcher_world_size() {
 struct GroupRec {
   std::vector<int> ranks;
   int rank = -1;  ///< this process's rank in the group (-1: not a member)
+  mutable std::int64_t calls = 0;  ///< collective ops called on it so far (their signatures: dist/ops.hpp)
 #if MS_DIST_MPI
   MPI_Comm comm = MPI_COMM_NULL;
 #endif
@@ -116,6 +123,7 @@ struct State {
   int rank = 0, size = 1, local_rank = 0;
   double timeout_s = 300;
   bool abort_on_uncaught = true;
+  std::int64_t check_calls = 256;  ///< Options::check_calls
   std::vector<GroupRec> groups;  ///< id -> group; 0 is the world
   // The watchdog: a blocking collective in progress and when it must be done.
   std::atomic<std::int64_t> deadline_ns{0};  ///< 0: none in flight
@@ -224,6 +232,11 @@ inline void init(int* argc = nullptr, char*** argv = nullptr, Options opt = {}) 
   if (opt.timeout_s < 0)
     if (const char* v = std::getenv("MS_DIST_TIMEOUT"); v && *v) s.timeout_s = std::atof(v);
   s.abort_on_uncaught = opt.abort_on_uncaught;
+  s.check_calls = opt.check_calls;
+  if (s.check_calls == -2) {
+    const char* v = std::getenv("MS_DIST_CHECK_CALLS");
+    s.check_calls = v && *v ? std::atoll(v) : 256;
+  }
 #if MS_DIST_MPI
   int inited = 0;
   MPI_Initialized(&inited);

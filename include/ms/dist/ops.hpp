@@ -14,6 +14,8 @@
 // prod -> the summed gradient times result / input; broadcast -> the sum of the gradients
 // on the root, zero elsewhere; all_gather <-> reduce_scatter(sum); barrier -> the gradient.
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -100,6 +102,64 @@ inline ops::Cost comm_cost(const OpDef&, std::span<const TensorMeta> in, std::sp
   return c;
 }
 
+// ---- the cross-rank check of the first calls ------------------------------------------------
+// Ranks that call different collectives (or the same one on different shapes) would
+// otherwise deadlock, or reduce unrelated buffers. Each of the first Options::check_calls
+// collective ops of a group first all-gathers a small signature of the call from every
+// member (a few int64, MPI_Allgather), and every rank throws the same DistError when they
+// differ. The count is per group, so every member checks the same calls.
+
+inline constexpr std::size_t kSigLen = 10;  // op, reduction/root, dtype, rank, dims[6]
+inline constexpr const char* kSigOps[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+
+inline std::array<std::int64_t, kSigLen> signature(std::string_view op, const Attrs& a, const TensorMeta& m) {
+  std::array<std::int64_t, kSigLen> sig{};
+  sig.fill(-1);
+  sig[0] = 0;
+  for (std::size_t i = 1; i < std::size(kSigOps); ++i)
+    if (op == kSigOps[i]) sig[0] = static_cast<std::int64_t>(i);
+  sig[1] = op == "broadcast" ? a.i("root", 0) : (a.has("op") ? static_cast<std::int64_t>(reduce_of(a)) : 0);
+  sig[2] = static_cast<std::int64_t>(m.dtype);
+  sig[3] = std::min<std::int64_t>(m.shape.rank(), 6);
+  for (int d = 0; d < static_cast<int>(sig[3]); ++d) sig[4 + static_cast<std::size_t>(d)] = m.shape[d];
+  return sig;
+}
+inline std::string describe(const std::int64_t* sig) {
+  const auto op = static_cast<std::size_t>(sig[0]);
+  std::string s = op < std::size(kSigOps) ? kSigOps[op] : "?";
+  if (op == 1 || op == 4) s += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(sig[1])));
+  if (op == 2) s += fmt::format("(root {})", sig[1]);
+  std::vector<std::int64_t> dims(sig + 4, sig + 4 + sig[3]);
+  return fmt::format("{} on ({}{}) {}", s, fmt::join(dims, ", "), dims.size() == 1 ? "," : "",
+                     dtype_name(static_cast<DType>(sig[2])));
+}
+/// Checks that every member of the group makes the same call (while the group is within
+/// its first check_calls calls); throws DistError naming both sides otherwise.
+inline void check_same_call(std::string_view op, const Attrs& a, const TensorMeta& m) {
+  State& s = state();
+  const Group g = group_of(a);
+  const std::string name(op);  // the watchdog and MPI errors name the op the user called
+  const GroupRec& r = member(g, name.c_str());
+  const std::int64_t index = r.calls++;
+  if (r.ranks.size() <= 1 || s.check_calls == 0 || (s.check_calls > 0 && index >= s.check_calls)) return;
+  const auto mine = signature(op, a, m);
+  std::vector<std::int64_t> all(kSigLen * r.ranks.size());
+  all_gather_buffer(g, mine.data(), all.data(), kSigLen, DType::i64, name.c_str());
+  // Every rank sees the same table, so every rank reports the same pair: group rank 0 and
+  // the first rank that differs from it.
+  const std::int64_t* first = all.data();
+  for (std::size_t k = 1; k < r.ranks.size(); ++k) {
+    const std::int64_t* theirs = all.data() + k * kSigLen;
+    MS_CHECK(std::equal(theirs, theirs + kSigLen, first), DistError,
+             "{}: collective call {} on group {} differs between ranks: rank {} calls {}, rank {} calls {} (a "
+             "collective called on some ranks only, or with different shapes)",
+             op, index, g.id(), r.ranks[0], describe(first), r.ranks[k], describe(theirs));
+  }
+}
+inline void check_same_call(const ops::KernelArgs& k) {
+  check_same_call(k.op.name, k.attrs, TensorMeta{k.in[0].dtype(), k.in[0].shape()});
+}
+
 // ---- all_reduce -------------------------------------------------------------------------
 
 inline void all_reduce_infer(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
@@ -108,6 +168,7 @@ inline void all_reduce_infer(const OpDef& op, std::span<const TensorMeta> in, co
   out.push_back(in[0]);
 }
 inline void all_reduce_kernel(const KernelArgs& k) {
+  check_same_call(k);
   const DType d = k.in[0].dtype();
   if (k.in[0].is_contiguous() && d != DType::f16 && d != DType::bf16) {  // straight from input to output
     all_reduce_buffer(group_of(k.attrs), k.in[0].raw_data(), k.out[0].raw_data(), k.out[0].numel(), d,
@@ -129,6 +190,7 @@ inline void broadcast_infer(const OpDef& op, std::span<const TensorMeta> in, con
   out.push_back(in[0]);
 }
 inline void broadcast_kernel(const KernelArgs& k) {
+  check_same_call(k);
   WireBuffer w = wire(k.in[0], k.out[0]);
   broadcast_buffer(group_of(k.attrs), w.data, w.n, w.dtype, static_cast<int>(k.attrs.i("root", 0)), "broadcast");
   store(w, k.out[0]);
@@ -147,6 +209,7 @@ inline void all_gather_infer(const OpDef& op, std::span<const TensorMeta> in, co
   out.push_back(m);
 }
 inline void all_gather_kernel(const KernelArgs& k) {
+  check_same_call(k);
   const AnyTensor c = ops::detail::contiguous_raw(k.in[0]);
   const std::int64_t n = c.numel();
   // 16-bit floats travel as float32 (exact both ways), like the reductions.
@@ -178,6 +241,7 @@ inline void reduce_scatter_infer(const OpDef& op, std::span<const TensorMeta> in
   out.push_back(m);
 }
 inline void reduce_scatter_kernel(const KernelArgs& k) {
+  check_same_call(k);
   const AnyTensor c = ops::detail::contiguous_raw(k.in[0]);
   const std::int64_t n = k.out[0].numel();
   const Group g = group_of(k.attrs);
@@ -202,6 +266,7 @@ inline void barrier_infer(const OpDef& op, std::span<const TensorMeta> in, const
   out.push_back(in[0]);
 }
 inline void barrier_kernel(const KernelArgs& k) {
+  check_same_call(k);
   const AnyTensor c = ops::detail::contiguous_raw(k.in[0]);
   if (c.raw_data() != k.out[0].raw_data()) std::memcpy(k.out[0].raw_data(), c.raw_data(), c.nbytes());
   barrier(group_of(k.attrs));
@@ -285,7 +350,21 @@ inline AnyTensor barrier(const AnyTensor& x, const Group& g = world()) {
 }
 
 /// In place: x = all_reduce(x) (x keeps its storage, so views and parameters see it).
+/// Eagerly, on a contiguous cpu tensor of a dtype that MPI reduces, outside autodiff and
+/// with no tracer or observer listening, MPI reduces straight into x (MPI_IN_PLACE): no
+/// output tensor, no copy back, the cost of a raw MPI_Allreduce. Otherwise it is the op
+/// followed by copy_, so that captures, profiles and gradients see it.
 inline void all_reduce_(const AnyTensor& x, ReduceOp op = ReduceOp::sum, const Group& g = world()) {
+  const AnyTensor in[1] = {x};
+  if (x.defined() && x.is_contiguous() && x.device().is_cpu() && x.dtype() != DType::f16 &&
+      x.dtype() != DType::bf16 && ops::detail::tracer == nullptr && ops::detail::observer == nullptr &&
+      !(ops::detail::grad_mode && ops::detail::any_requires_grad(in))) {
+    detail::check_dtype(all_reduce_op, ops::TensorMeta{x.dtype(), x.shape()}, op);
+    detail::check_same_call("all_reduce", ops::Attrs{{"op", std::string(reduce_op_name(op))}, {"group", g.id()}},
+                            ops::TensorMeta{x.dtype(), x.shape()});
+    all_reduce_buffer(g, x.raw_data(), x.numel(), x.dtype(), op, "all_reduce_");
+    return;
+  }
   ops::copy_(x, all_reduce(x, op, g));
 }
 /// In place: x = the root's x.
