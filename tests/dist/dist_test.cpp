@@ -324,6 +324,18 @@ TEST_CASE("collectives in a captured graph: replayed with new inputs, listed in 
   CHECK(collectives == 2);
 }
 
+TEST_CASE("all_reduce_ reduces into the tensor's own storage, eagerly and in a capture", "[dist]") {
+  Tensor<float> x = rank_tensor<float>(R(), 1000);
+  const void* storage = x.raw_data();
+  dist::all_reduce_(x, ReduceOp::sum);  // the MPI_IN_PLACE path
+  CHECK(x.raw_data() == storage);
+  for (std::int64_t i : {0, 1, 999}) CHECK(x.to_vector()[static_cast<std::size_t>(i)] == Approx(reference(ReduceOp::sum, i)));
+  Tensor<double> v = rank_tensor<double>(R(), 8);  // a strided view: the op, then a copy
+  Tensor<double> t = v.reshape({2, 4}).transpose(0, 1);
+  dist::all_reduce_(t, ReduceOp::max);
+  for (std::int64_t i = 0; i < 8; ++i) CHECK(v.to_vector()[static_cast<std::size_t>(i)] == reference(ReduceOp::max, i));
+}
+
 TEST_CASE("a collective that differs between ranks fails at the first step, naming both sides", "[dist][graph]") {
   if (W() == 1) return;
   std::vector<int> everyone;

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../core/dtype.hpp"
@@ -127,7 +128,10 @@ struct State {
   std::vector<GroupRec> groups;  ///< id -> group; 0 is the world
   // The watchdog: a blocking collective in progress and when it must be done.
   std::atomic<std::int64_t> deadline_ns{0};  ///< 0: none in flight
-  std::string in_flight;                      ///< what is in flight (under mu)
+  // What is in flight: the op's name and group, formatted only when the watchdog fires
+  // (a collective pays two atomic stores, not a string).
+  std::atomic<const char*> in_flight_what{""};
+  std::atomic<std::int64_t> in_flight_group{0};
   std::thread watchdog;
   std::condition_variable cv;
   bool stop = false;
@@ -179,10 +183,13 @@ inline void watchdog_loop() {
     s.cv.wait_for(lock, std::chrono::milliseconds(50));
     const std::int64_t d = s.deadline_ns.load();
     if (d != 0 && now_ns() > d) {
+      const std::int64_t id = s.in_flight_group.load();
+      const std::size_t size =
+          id >= 0 && static_cast<std::size_t>(id) < s.groups.size() ? s.groups[static_cast<std::size_t>(id)].ranks.size() : 0;
       std::fprintf(stderr,
-                   "[ms.dist_error] rank %d of %d: %s did not complete within %g s (another rank failed, exited or "
-                   "did not call it); aborting the job\n",
-                   s.rank, s.size, s.in_flight.c_str(), s.timeout_s);
+                   "[ms.dist_error] rank %d of %d: %s on group %lld (%zu ranks) did not complete within %g s (another "
+                   "rank failed, exited or did not call it); aborting the job\n",
+                   s.rank, s.size, s.in_flight_what.load(), static_cast<long long>(id), size, s.timeout_s);
       std::fflush(stderr);
       abort_job(3);
     }
@@ -190,6 +197,11 @@ inline void watchdog_loop() {
 }
 
 #if MS_DIST_MPI
+/// As check_mpi, with the detail made only on failure (a collective's hot path formats nothing).
+template <class F>
+  requires std::is_invocable_r_v<std::string, F>
+void check_mpi(int rc, const char* what, F&& detail);
+
 inline void check_mpi(int rc, const char* what, const std::string& detail = {}) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -198,6 +210,11 @@ inline void check_mpi(int rc, const char* what, const std::string& detail = {}) 
   const State& s = state();
   MS_THROW(DistError, "{}: MPI error on rank {} of {}{}: {}", what, s.rank, s.size, detail.empty() ? "" : " (" + detail + ")",
            std::string(msg, static_cast<std::size_t>(len)));
+}
+template <class F>
+  requires std::is_invocable_r_v<std::string, F>
+void check_mpi(int rc, const char* what, F&& detail) {
+  if (rc != MPI_SUCCESS) check_mpi(rc, what, std::string(detail()));
 }
 inline MPI_Datatype mpi_type(DType d, const char* what) {
   switch (d) {
@@ -410,10 +427,8 @@ class Watch {
   Watch(const char* what, const Group& g) {
     State& s = state();
     if (s.timeout_s <= 0 || s.size <= 1) return;
-    {
-      std::lock_guard lock(s.mu);
-      s.in_flight = fmt::format("{} on group {} ({} ranks)", what, g.id(), g.size());
-    }
+    s.in_flight_what.store(what);
+    s.in_flight_group.store(g.id());
     s.deadline_ns.store(now_ns() + static_cast<std::int64_t>(s.timeout_s * 1e9));
     armed_ = true;
   }
@@ -471,7 +486,7 @@ inline void all_reduce_buffer(const Group& g, const void* send, void* buf, std::
     // Reading send directly saves the copy into buf that an in-place call would need.
     detail::check_mpi(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, buf, count, detail::mpi_type(d, what),
                                     detail::mpi_op(op), r.comm),
-                      what, fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)));
+                      what, [&] { return fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)); });
   } else if (!in_place) {
     std::memcpy(buf, send, static_cast<std::size_t>(n) * dtype_size(d));
   }
@@ -498,7 +513,7 @@ inline void broadcast_buffer(const Group& g, void* buf, std::int64_t n, DType d,
   if (r.ranks.size() > 1) {
     detail::Watch w(what, g);
     detail::check_mpi(MPI_Bcast(buf, count, detail::mpi_type(d, what), root, r.comm), what,
-                      fmt::format("{} elements of {}, root {}", count, d, root));
+                      [&] { return fmt::format("{} elements of {}, root {}", count, d, root); });
   }
 #else
   (void)buf;
@@ -518,7 +533,7 @@ inline void all_gather_buffer(const Group& g, const void* send, void* recv, std:
     detail::Watch w(what, g);
     const MPI_Datatype t = detail::mpi_type(d, what);
     detail::check_mpi(MPI_Allgather(send, count, t, recv, count, t, r.comm), what,
-                      fmt::format("{} elements of {} per rank", count, d));
+                      [&] { return fmt::format("{} elements of {} per rank", count, d); });
     return;
   }
 #endif
@@ -536,7 +551,7 @@ inline void reduce_scatter_buffer(const Group& g, const void* send, void* recv, 
   if (r.ranks.size() > 1) {
     detail::Watch w(what, g);
     detail::check_mpi(MPI_Reduce_scatter_block(send, recv, count, detail::mpi_type(d, what), detail::mpi_op(op), r.comm),
-                      what, fmt::format("{} elements of {} per rank, reduce {}", count, d, reduce_op_name(op)));
+                      what, [&] { return fmt::format("{} elements of {} per rank, reduce {}", count, d, reduce_op_name(op)); });
     if (op == ReduceOp::mean) detail::divide(recv, n, d, static_cast<int>(r.ranks.size()));
     return;
   }
@@ -651,7 +666,7 @@ inline Work all_reduce_async_buffer(const Group& g, void* buf, std::int64_t n, D
   if (r.ranks.size() > 1) {
     detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, count, detail::mpi_type(d, what), detail::mpi_op(op), r.comm,
                                      &w.req_),
-                      what, fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)));
+                      what, [&] { return fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)); });
   }
 #else
   (void)count;

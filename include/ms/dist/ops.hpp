@@ -112,13 +112,14 @@ inline ops::Cost comm_cost(const OpDef&, std::span<const TensorMeta> in, std::sp
 inline constexpr std::size_t kSigLen = 10;  // op, reduction/root, dtype, rank, dims[6]
 inline constexpr const char* kSigOps[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
 
-inline std::array<std::int64_t, kSigLen> signature(std::string_view op, const Attrs& a, const TensorMeta& m) {
+/// param: the reduction (all_reduce, reduce_scatter) or the root (broadcast), else 0.
+inline std::array<std::int64_t, kSigLen> signature(std::string_view op, std::int64_t param, const TensorMeta& m) {
   std::array<std::int64_t, kSigLen> sig{};
   sig.fill(-1);
   sig[0] = 0;
   for (std::size_t i = 1; i < std::size(kSigOps); ++i)
     if (op == kSigOps[i]) sig[0] = static_cast<std::int64_t>(i);
-  sig[1] = op == "broadcast" ? a.i("root", 0) : (a.has("op") ? static_cast<std::int64_t>(reduce_of(a)) : 0);
+  sig[1] = param;
   sig[2] = static_cast<std::int64_t>(m.dtype);
   sig[3] = std::min<std::int64_t>(m.shape.rank(), 6);
   for (int d = 0; d < static_cast<int>(sig[3]); ++d) sig[4 + static_cast<std::size_t>(d)] = m.shape[d];
@@ -135,14 +136,13 @@ inline std::string describe(const std::int64_t* sig) {
 }
 /// Checks that every member of the group makes the same call (while the group is within
 /// its first check_calls calls); throws DistError naming both sides otherwise.
-inline void check_same_call(std::string_view op, const Attrs& a, const TensorMeta& m) {
+inline void check_same_call(std::string_view op, std::int64_t param, const Group& g, const TensorMeta& m) {
   State& s = state();
-  const Group g = group_of(a);
   const std::string name(op);  // the watchdog and MPI errors name the op the user called
   const GroupRec& r = member(g, name.c_str());
   const std::int64_t index = r.calls++;
   if (r.ranks.size() <= 1 || s.check_calls == 0 || (s.check_calls > 0 && index >= s.check_calls)) return;
-  const auto mine = signature(op, a, m);
+  const auto mine = signature(op, param, m);
   std::vector<std::int64_t> all(kSigLen * r.ranks.size());
   all_gather_buffer(g, mine.data(), all.data(), kSigLen, DType::i64, name.c_str());
   // Every rank sees the same table, so every rank reports the same pair: group rank 0 and
@@ -157,7 +157,10 @@ inline void check_same_call(std::string_view op, const Attrs& a, const TensorMet
   }
 }
 inline void check_same_call(const ops::KernelArgs& k) {
-  check_same_call(k.op.name, k.attrs, TensorMeta{k.in[0].dtype(), k.in[0].shape()});
+  const std::int64_t param = k.op.name == "broadcast" ? k.attrs.i("root", 0)
+                             : k.attrs.has("op")      ? static_cast<std::int64_t>(reduce_of(k.attrs))
+                                                      : 0;
+  check_same_call(k.op.name, param, group_of(k.attrs), TensorMeta{k.in[0].dtype(), k.in[0].shape()});
 }
 
 // ---- all_reduce -------------------------------------------------------------------------
@@ -360,8 +363,7 @@ inline void all_reduce_(const AnyTensor& x, ReduceOp op = ReduceOp::sum, const G
       x.dtype() != DType::bf16 && ops::detail::tracer == nullptr && ops::detail::observer == nullptr &&
       !(ops::detail::grad_mode && ops::detail::any_requires_grad(in))) {
     detail::check_dtype(all_reduce_op, ops::TensorMeta{x.dtype(), x.shape()}, op);
-    detail::check_same_call("all_reduce", ops::Attrs{{"op", std::string(reduce_op_name(op))}, {"group", g.id()}},
-                            ops::TensorMeta{x.dtype(), x.shape()});
+    detail::check_same_call("all_reduce", static_cast<std::int64_t>(op), g, ops::TensorMeta{x.dtype(), x.shape()});
     all_reduce_buffer(g, x.raw_data(), x.numel(), x.dtype(), op, "all_reduce_");
     return;
   }
