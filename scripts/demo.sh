@@ -3,10 +3,23 @@
 # captured once as a graph and then replayed. Extra arguments go to the program.
 #
 #   bash scripts/demo.sh
+#   bash scripts/demo.sh --ranks 2 [--model lenet]   # data-parallel on 2 processes (mpirun)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+
+# --ranks N: run N processes under mpirun (the example trains data-parallel with ms::dist).
+ranks=1
+rest=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ranks) ranks=${2:?--ranks needs a number}; shift 2 ;;
+    --ranks=*) ranks=${1#--ranks=}; shift ;;
+    *) rest+=("$1"); shift ;;
+  esac
+done
+set -- ${rest[@]+"${rest[@]}"}
 
 # Debian's dataset-fashion-mnist installs the four IDX .gz files here.
 data_dir=/usr/share/datasets/fashion-mnist
@@ -31,4 +44,11 @@ fi
 cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_EXAMPLES=ON -DMS_EXAMPLES_OPT=-O2
 cmake --build build-demo -j "${JOBS:-$(nproc)}" --target "$target"
 echo "demo.sh: running $target (data: $data_dir)"
+if [ "$ranks" -gt 1 ]; then
+  # Open MPI refuses root and more processes than cores unless told; its shared-memory
+  # single-copy mechanism (CMA) is not permitted in most containers.
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  echo "demo.sh: $ranks processes (mpirun -np $ranks)"
+  exec mpirun -np "$ranks" --allow-run-as-root --oversubscribe "build-demo/bin/$target" "${args[@]}"
+fi
 exec "build-demo/bin/$target" "${args[@]}"

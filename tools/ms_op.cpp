@@ -22,6 +22,9 @@
 #include <vector>
 
 #include <ms/ms.hpp>
+// The collectives (all_reduce, broadcast, ...) are listed too. This tool does not link MPI
+// (ms::dist): run here, they see a world of one process, where each is the identity.
+#include <ms/dist.hpp>
 
 namespace {
 
@@ -354,6 +357,7 @@ int cmd_run(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
+    ms::dist::Context dist_world;  // a world of one process: `ms-op run all_reduce` is the identity
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
       fmt::print("{}", kUsage);
       return 0;

@@ -11,6 +11,11 @@
 // new permutation from a generator seeded with (seed, epoch number): the order depends
 // only on the seed and the epoch, not on ms::default_generator or on other loaders.
 // The last partial batch is kept unless drop_last.
+//
+// Data-parallel training: set_shard(rank, world) makes each epoch's order the rank's
+// shard of the epoch's permutation, as PyTorch's DistributedSampler: the permutation is
+// padded by repeating its first indices to a multiple of world, and rank r takes every
+// world-th index from r; every rank gets the same number of samples (and batches).
 
 #include <algorithm>
 #include <cstdint>
@@ -56,9 +61,11 @@ class DataLoader {
 
   /// Number of samples.
   std::int64_t num_samples() const { return labels_.shape(0); }
+  /// Number of samples per epoch of this loader (of its shard when sharded).
+  std::int64_t epoch_samples() const { return static_cast<std::int64_t>(order_.size()); }
   /// Batches per epoch.
   std::size_t size() const {
-    const std::int64_t n = num_samples();
+    const std::int64_t n = epoch_samples();
     return static_cast<std::size_t>(drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_);
   }
   std::int64_t batch_size() const { return batch_size_; }
@@ -68,13 +75,36 @@ class DataLoader {
   /// Starts epoch `e` now: with shuffle, the sample order of that epoch.
   void set_epoch(std::int64_t e) {
     epoch_ = e;
+    order_.resize(static_cast<std::size_t>(num_samples()));
     std::iota(order_.begin(), order_.end(), std::int64_t{0});
-    if (!shuffle_) return;
-    Generator g(mix(seed_, static_cast<std::uint64_t>(e)));
-    for (std::size_t i = order_.size(); i > 1; --i) {  // Fisher-Yates
-      std::size_t j = static_cast<std::size_t>(g.below(i));
-      std::swap(order_[i - 1], order_[j]);
+    if (shuffle_) {
+      Generator g(mix(seed_, static_cast<std::uint64_t>(e)));
+      for (std::size_t i = order_.size(); i > 1; --i) {  // Fisher-Yates
+        std::size_t j = static_cast<std::size_t>(g.below(i));
+        std::swap(order_[i - 1], order_[j]);
+      }
     }
+    if (shard_world_ > 1) order_ = shard_of(order_, shard_rank_, shard_world_);
+  }
+  /// Makes every epoch's order rank `rank`'s shard of `world` (see the header comment).
+  void set_shard(std::int64_t rank, std::int64_t world) {
+    MS_CHECK(world >= 1 && rank >= 0 && rank < world, ValueError,
+             "DataLoader.set_shard: rank {} is out of range for a world of {}", rank, world);
+    MS_CHECK(num_samples() > 0 || world == 1, ValueError, "DataLoader.set_shard: no samples to shard");
+    shard_rank_ = rank;
+    shard_world_ = world;
+    set_epoch(epoch_);
+  }
+  /// Rank `rank`'s share of `order`: padded by repetition to a multiple of world, then
+  /// every world-th element from rank.
+  static std::vector<std::int64_t> shard_of(const std::vector<std::int64_t>& order, std::int64_t rank,
+                                            std::int64_t world) {
+    const std::size_t n = order.size();
+    const std::size_t per = (n + static_cast<std::size_t>(world) - 1) / static_cast<std::size_t>(world);
+    std::vector<std::int64_t> out;
+    out.reserve(per);
+    for (std::size_t k = 0; k < per; ++k) out.push_back(order[(k * static_cast<std::size_t>(world) + static_cast<std::size_t>(rank)) % n]);
+    return out;
   }
   /// The sample indices of the current epoch, in order.
   const std::vector<std::int64_t>& order() const { return order_; }
@@ -83,7 +113,7 @@ class DataLoader {
   Batch batch(std::size_t i) const {
     MS_CHECK(i < size(), IndexError, "DataLoader: batch {} is out of range for {} batches", i, size());
     const std::int64_t start = static_cast<std::int64_t>(i) * batch_size_;
-    const std::int64_t b = std::min(batch_size_, num_samples() - start);
+    const std::int64_t b = std::min(batch_size_, epoch_samples() - start);
     Shape is = images_.shape();
     is[0] = b;
     Batch out;
@@ -165,6 +195,7 @@ class DataLoader {
   bool drop_last_;
   std::int64_t epoch_ = 0;
   bool started_ = false;
+  std::int64_t shard_rank_ = 0, shard_world_ = 1;
   std::vector<std::int64_t> order_;
 };
 

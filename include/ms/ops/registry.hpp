@@ -36,6 +36,7 @@ enum class Category : std::uint8_t {
   nn,           ///< neural-network ops (conv, pooling, losses, ...)
   custom,       ///< user-defined ops
   fused,        ///< a fused group of ops made by graph fusion
+  collective,   ///< communicates with other processes (all_reduce, broadcast, ...; dist/ops.hpp)
 };
 
 constexpr std::string_view category_name(Category c) {
@@ -53,6 +54,7 @@ constexpr std::string_view category_name(Category c) {
     case Category::nn: return "nn";
     case Category::custom: return "custom";
     case Category::fused: return "fused";
+    case Category::collective: return "collective";
   }
   return "?";
 }

@@ -1,0 +1,231 @@
+#pragma once
+// Data-parallel training over a process group: ms::dist::DataParallel wraps an nn::Module
+// (PyTorch's DistributedDataParallel, Horovod's DistributedOptimizer): it broadcasts the
+// initial parameters and buffers from rank 0, checks that every rank holds the same
+// parameter shapes, and averages gradients across ranks in buckets, with registered
+// collective ops, so that a training step captured by ms::jit (forward, backward, bucketed
+// all-reduce, optimizer update) is one replayed graph. Also: metrics reduced across ranks,
+// BatchNorm running statistics averaged, and rank-0-only checkpoints.
+// Must not know about MPI (dist/comm.hpp does) or about a particular model.
+//
+//   ms::dist::Context ctx(&argc, &argv);
+//   auto model = nn::mlp(784, {256, 256}, 10);
+//   ms::dist::DataParallel dp(model);                  // same parameters on every rank
+//   loader.set_shard(ms::dist::rank(), ms::dist::world_size());
+//   auto step = ms::jit([&](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
+//     Tensor<float> loss = ms::cross_entropy(dp(x), y);
+//     opt.step(dp.reduce_gradients(ms::autograd::grad(loss, dp.parameters())));
+//     return ms::dist::all_reduce(loss, ms::dist::ReduceOp::mean);
+//   });
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../autograd/tape.hpp"
+#include "../nn/module.hpp"
+#include "../nn/safetensors.hpp"
+#include "../ops/factory.hpp"
+#include "../ops/movement.hpp"
+#include "../ops/views.hpp"
+#include "ops.hpp"
+
+namespace ms::dist {
+
+/// Options of DataParallel.
+struct DataParallelOptions {
+  /// Gradients are all-reduced in buckets of about this many bytes (PyTorch's default, 25 MiB).
+  std::int64_t bucket_bytes = 25 * 1024 * 1024;
+  /// The rank (of the group) whose initial parameters and buffers every rank starts from.
+  int root = 0;
+  /// The processes that train together (default: the world).
+  Group group = world();
+};
+
+/// A model replicated on every rank of a group; see the header comment.
+class DataParallel {
+ public:
+  explicit DataParallel(std::shared_ptr<nn::Module> module, DataParallelOptions opt = {})
+      : module_(std::move(module)), opt_(opt) {
+    MS_CHECK(module_ != nullptr, ValueError, "DataParallel: the module is null");
+    MS_CHECK(opt_.bucket_bytes > 0, ValueError, "DataParallel: bucket_bytes must be positive, got {}",
+             opt_.bucket_bytes);
+    for (auto& [name, p] : module_->named_parameters()) {
+      names_.push_back(name);
+      params_.push_back(p);
+    }
+    check_same_parameters();
+    broadcast_state();
+    make_buckets();
+  }
+
+  /// Runs the wrapped module.
+  Tensor<float> operator()(const AnyTensor& x) { return (*module_)(x); }
+  nn::Module& module() { return *module_; }
+  const nn::Module& module() const { return *module_; }
+  /// The parameters (handles), in the module's order.
+  const std::vector<AnyTensor>& parameters() const { return params_; }
+  const Group& group() const { return opt_.group; }
+  /// The buckets: indices into parameters(), each bucket in reverse parameter order (the
+  /// order in which backward produces their gradients), the first bucket first.
+  const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
+
+  /// Copies the root's parameters and buffers to every rank (done by the constructor).
+  void broadcast_state() {
+    NoGradGuard no_grad;
+    for (auto& p : params_) broadcast_(p.detach(), opt_.root, opt_.group);
+    for (auto& b : module_->buffers()) broadcast_(b, opt_.root, opt_.group);
+  }
+
+  /// The mean over the group's ranks of each gradient (one per parameter, in order), all-
+  /// reduced bucket by bucket: each bucket's gradients are flattened into one buffer, all-
+  /// reduced with one collective, and split again. Registered ops only, so this is captured
+  /// into a traced training step. An undefined gradient (an unused parameter) counts as zero.
+  std::vector<AnyTensor> reduce_gradients(const std::vector<AnyTensor>& grads) const {
+    MS_CHECK(grads.size() == params_.size(), ValueError,
+             "DataParallel.reduce_gradients: got {} gradients for {} parameters (rank {})", grads.size(),
+             params_.size(), rank());
+    std::vector<AnyTensor> out(grads.size());
+    for (const auto& bucket : buckets_) {
+      std::vector<AnyTensor> flat;
+      flat.reserve(bucket.size());
+      for (std::size_t i : bucket) {
+        AnyTensor g = grads[i].defined() ? grads[i] : ops::zeros_like(params_[i]);
+        MS_CHECK(g.shape() == params_[i].shape() && g.dtype() == params_[i].dtype(), ShapeError,
+                 "DataParallel.reduce_gradients: the gradient of '{}' is {} {}, the parameter is {} {} (rank {})",
+                 names_[i], shape_str(g.shape()), g.dtype(), shape_str(params_[i].shape()), params_[i].dtype(),
+                 rank());
+        flat.push_back(ops::reshape(g, {-1}));
+      }
+      AnyTensor buf = flat.size() == 1 ? flat[0] : ops::concat(std::span<const AnyTensor>(flat), 0);
+      AnyTensor reduced = all_reduce(buf, ReduceOp::mean, opt_.group);
+      std::int64_t off = 0;
+      for (std::size_t i : bucket) {
+        const std::int64_t n = params_[i].numel();
+        AnyTensor piece = flat.size() == 1 ? reduced : ops::slice(reduced, 0, off, off + n);
+        out[i] = ops::reshape(piece, params_[i].shape().vec());
+        off += n;
+      }
+    }
+    return out;
+  }
+
+  /// Replaces each parameter's accumulated .grad by its mean over the ranks (after an eager
+  /// backward(), before optimizer.step()).
+  void sync_gradients() {
+    std::vector<AnyTensor> grads;
+    for (auto& p : params_) grads.push_back(p.grad_any());
+    NoGradGuard no_grad;
+    std::vector<AnyTensor> avg = reduce_gradients(grads);
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (grads[i].defined()) ops::copy_(grads[i], avg[i]);
+    }
+  }
+
+  /// Averages every floating buffer (BatchNorm's running mean and variance) over the ranks;
+  /// call at the end of an epoch so that every rank evaluates and saves the same model.
+  void sync_buffers() {
+    NoGradGuard no_grad;
+    for (auto& b : module_->buffers())
+      if (is_floating(b.dtype())) all_reduce_(b, ReduceOp::mean, opt_.group);
+  }
+
+ private:
+  /// Every rank must hold the same parameters (count, shapes): compares them with the root's
+  /// and reports both sides.
+  void check_same_parameters() const {
+    constexpr std::int64_t kRec = 8;  // rank, dims (up to 6), padding -1
+    const Group& g = opt_.group;
+    std::int64_t count = static_cast<std::int64_t>(params_.size());
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(g.size()));
+    all_gather_buffer(g, &count, counts.data(), 1, DType::i64, "DataParallel");
+    for (int r = 0; r < g.size(); ++r)
+      MS_CHECK(counts[static_cast<std::size_t>(r)] == count, DistError,
+               "DataParallel: rank {} has {} parameter tensors, rank {} has {}", g.ranks()[static_cast<std::size_t>(r)],
+               counts[static_cast<std::size_t>(r)], rank(), count);
+    std::vector<std::int64_t> mine(static_cast<std::size_t>(count * kRec), -1);
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const Shape& s = params_[i].shape();
+      MS_CHECK(s.rank() <= kRec - 2, ShapeError, "DataParallel: parameter '{}' has {} dimensions (at most {})",
+               names_[i], s.rank(), kRec - 2);
+      mine[i * kRec] = s.rank();
+      for (int d = 0; d < s.rank(); ++d) mine[i * kRec + 1 + static_cast<std::size_t>(d)] = s[d];
+    }
+    std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(g.size()));
+    if (!mine.empty()) all_gather_buffer(g, mine.data(), all.data(), static_cast<std::int64_t>(mine.size()), DType::i64,
+                                         "DataParallel");
+    auto shape_of = [&](const std::int64_t* rec) {
+      std::vector<std::int64_t> dims(rec + 1, rec + 1 + rec[0]);
+      return fmt::format("({})", fmt::join(dims, ", "));
+    };
+    for (int r = 0; r < g.size(); ++r)
+      for (std::size_t i = 0; i < params_.size(); ++i) {
+        const std::int64_t* theirs = all.data() + static_cast<std::size_t>(r) * mine.size() + i * kRec;
+        MS_CHECK(std::equal(theirs, theirs + kRec, mine.data() + i * kRec), DistError,
+                 "DataParallel: parameter {} ('{}') has shape {} on rank {} but {} on rank {}", i, names_[i],
+                 shape_of(theirs), g.ranks()[static_cast<std::size_t>(r)], shape_of(mine.data() + i * kRec), rank());
+      }
+  }
+
+  void make_buckets() {
+    std::vector<std::size_t> cur;
+    std::int64_t bytes = 0;
+    for (std::size_t k = params_.size(); k-- > 0;) {
+      const std::int64_t b = static_cast<std::int64_t>(params_[k].nbytes());
+      if (!cur.empty() && bytes + b > opt_.bucket_bytes) {
+        buckets_.push_back(std::move(cur));
+        cur.clear();
+        bytes = 0;
+      }
+      cur.push_back(k);
+      bytes += b;
+    }
+    if (!cur.empty()) buckets_.push_back(std::move(cur));
+  }
+
+  std::shared_ptr<nn::Module> module_;
+  DataParallelOptions opt_;
+  std::vector<std::string> names_;
+  std::vector<AnyTensor> params_;
+  std::vector<std::vector<std::size_t>> buckets_;
+};
+
+/// A host value reduced over the group (loss and accuracy sums for the progress line).
+inline double reduce_value(double v, ReduceOp op = ReduceOp::sum, const Group& g = world()) {
+  all_reduce_buffer(g, &v, 1, DType::f64, op, "reduce_value");
+  return v;
+}
+inline std::int64_t reduce_value(std::int64_t v, ReduceOp op = ReduceOp::sum, const Group& g = world()) {
+  MS_CHECK(op != ReduceOp::mean, DTypeError, "reduce_value: reduction mean of an integer; use sum");
+  all_reduce_buffer(g, &v, 1, DType::i64, op, "reduce_value");
+  return v;
+}
+
+/// True on the rank that prints and writes files (rank 0 of the world).
+inline bool is_main_rank() { return rank() == 0; }
+
+/// Rank 0 writes the module's state (parameters and buffers) to `path` as safetensors,
+/// atomically (a temporary file renamed into place, so a crash leaves no partial file);
+/// the other ranks wait until it is written, so every rank can load it afterwards.
+inline void save_checkpoint(const nn::Module& module, const std::filesystem::path& path, const Group& g = world()) {
+  std::int64_t ok = 1;
+  std::string error;
+  if (g.rank() == 0) {
+    try {
+      nn::save(module, path);
+    } catch (const Error& e) {
+      ok = 0;
+      error = e.what();
+    }
+  }
+  ok = reduce_value(ok, ReduceOp::min, g);
+  if (!ok) {
+    MS_CHECK(g.rank() != 0, IOError, "save_checkpoint: rank 0 could not write {}: {}", path.string(), error);
+    MS_THROW(IOError, "save_checkpoint: rank 0 could not write {}", path.string());
+  }
+}
+
+}  // namespace ms::dist
