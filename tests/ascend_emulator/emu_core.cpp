@@ -571,6 +571,7 @@ MS_EMU_API void msEmuResetCounters(void) {
                   &c.set_device_calls}) {
     a->store(0);
   }
+  c.peak_running_kernels.store(c.running_kernels.load());
   DeviceMemory& m = mem();
   std::lock_guard lk(m.mu);
   m.peak_bytes = m.live_bytes;
@@ -596,6 +597,7 @@ MS_EMU_API void msEmuGetCounters(struct msEmuCounters* out) {
   out->pageable_async_copies = c.pageable_async_copies;
   out->use_after_free = c.use_after_free;
   out->set_device_calls = c.set_device_calls;
+  out->peak_concurrent_kernels = c.peak_running_kernels;
   {
     DeviceMemory& m = mem();
     std::lock_guard lk(m.mu);

@@ -71,6 +71,7 @@ struct Counters {
   std::atomic<uint64_t> memsets{0}, syncs{0}, capture_replays{0};
   std::atomic<uint64_t> aicpu_launches{0};
   std::atomic<uint64_t> pageable_async_copies{0}, use_after_free{0}, set_device_calls{0};
+  std::atomic<uint64_t> running_kernels{0}, peak_running_kernels{0};  ///< kernels executing now / at most
 };
 Counters& counters();
 /// Gauges owned by other translation units.

@@ -67,8 +67,19 @@ struct Stream {
         t_stream_error_msg = error_msg;
       }
       if (!skip) {
+        // Kernels executing at once over all streams: their latencies overlap when
+        // independent branches run on separate streams.
+        const bool kernel = task.kind == TaskKind::Kernel;
+        if (kernel) {
+          Counters& c = counters();
+          const uint64_t now = ++c.running_kernels;
+          uint64_t peak = c.peak_running_kernels.load();
+          while (now > peak && !c.peak_running_kernels.compare_exchange_weak(peak, now)) {
+          }
+        }
         sleep_ns(task.delay_ns);
         rc = run_task_body(task);
+        if (kernel) --counters().running_kernels;
         if (rc != ACL_SUCCESS) msg = take_error();
       }
       task = Task{};  // release device memory before reporting completion

@@ -126,6 +126,7 @@ struct msEmuCounters {
                                      memory: each synchronized the stream and copied at once */
   uint64_t use_after_free;        /* queued tasks that found a block freed before they ran */
   uint64_t set_device_calls;      /* successful aclrtSetDevice calls */
+  uint64_t peak_concurrent_kernels; /* most kernels executing at once, over all streams, since the last reset */
 };
 
 struct msEmuLatency {
