@@ -193,6 +193,11 @@ TEST_CASE("ascend item 2: a tensor dropped while its readers are queued is freed
   CHECK(s3.reuses - s2.reuses == 1);
   CHECK(s3.mallocs == s2.mallocs);
   CHECK(z.to(Device::cpu()).to_vector() == std::vector<float>(8, 0.0f));
+  // The profiler's summary reports the pool's reuse statistics.
+  const auto s4 = emu().memory_stats();
+  const std::string line =
+      fmt::format("ascend:0 memory pool: {} requests, {} reused", s4.mallocs + s4.reuses, s4.reuses);
+  CHECK_THAT(ms::Profiler().table(), Contains(line));
 }
 
 TEST_CASE("ascend item 3: fp32 matmul passes the cubeMathType the SoC supports", "[ascend][soc]") {

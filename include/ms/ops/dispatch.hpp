@@ -4,10 +4,13 @@
 // profiler and data dump (OpObserver). Each hook costs one predictable branch
 // when unused. Must not know about graphs: capture implements Tracer elsewhere.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "registry.hpp"
@@ -74,6 +77,14 @@ inline int next_graph_id() {
 }
 inline thread_local Tracer* tracer = nullptr;
 inline thread_local OpObserver* observer = nullptr;
+
+/// The functions whose lines end the profiler's summary (ms::Profiler::table()): a backend
+/// adds one for what no single op shows, e.g. its device memory pool's reuse statistics.
+inline std::mutex summary_lines_mu;
+inline std::vector<std::string (*)()>& summary_line_fns() {
+  static std::vector<std::string (*)()> v;
+  return v;
+}
 inline thread_local bool grad_mode = true;
 /// Installed once by autograd/ when included: records the backward edge of an op call.
 using GradRecorder = void (*)(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
@@ -196,6 +207,24 @@ class ObserverScope {
  private:
   OpObserver* prev_;
 };
+
+/// Adds `fn` (once) to the lines that end the profiler's summary; see detail::summary_line_fns.
+inline void add_summary_line(std::string (*fn)()) {
+  std::lock_guard lk(detail::summary_lines_mu);
+  auto& v = detail::summary_line_fns();
+  if (std::find(v.begin(), v.end(), fn) == v.end()) v.push_back(fn);
+}
+/// The current lines of every function added with add_summary_line, in the order added.
+inline std::vector<std::string> summary_lines() {
+  std::vector<std::string (*)()> fns;
+  {
+    std::lock_guard lk(detail::summary_lines_mu);
+    fns = detail::summary_line_fns();
+  }
+  std::vector<std::string> out;
+  for (auto fn : fns) out.push_back(fn());
+  return out;
+}
 
 /// Disables gradient recording on this thread for its lifetime (like torch.no_grad()).
 class NoGradGuard {

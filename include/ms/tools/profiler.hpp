@@ -182,6 +182,7 @@ class Profiler : public ops::OpObserver {
     s += "\n";
     s += format_table("By op", summary_by_op());
     s += "\n" + cpu_gemm_line() + "\n";
+    for (const std::string& line : ops::summary_lines()) s += line + "\n";
     return s;
   }
 
@@ -230,7 +231,8 @@ class Profiler : public ops::OpObserver {
     const DnnlCacheStats c = dnnl_cache_stats();
     nlohmann::json other{{"cpu_gemm", std::string(cpu_gemm_name(cpu_gemm()))},
                          {"dnnl_isa", dnnl_cpu_isa()},
-                         {"dnnl_cache", {{"size", c.size}, {"capacity", c.capacity}, {"hits", c.hits}, {"misses", c.misses}}}};
+                         {"dnnl_cache", {{"size", c.size}, {"capacity", c.capacity}, {"hits", c.hits}, {"misses", c.misses}}},
+                         {"backends", ops::summary_lines()}};
     return nlohmann::json{{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
   }
   std::string chrome_trace() const { return chrome_trace_json().dump(); }

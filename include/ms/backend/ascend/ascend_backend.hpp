@@ -437,12 +437,40 @@ class AscendBackend final : public Backend {
 namespace detail {
 /// The backend of ascend:index, created on first use from $MS_ASCEND_LIBS. Never destroyed:
 /// the runtime's worker threads outlive static destruction order.
-inline Backend& ascend_instance(int index) {
+inline std::mutex& ascend_instances_mu() {
   static std::mutex mu;
+  return mu;
+}
+inline std::map<int, AscendBackend*>& ascend_instances() {
   static auto* all = new std::map<int, AscendBackend*>;  // reachable until exit, never destroyed
-  std::lock_guard lk(mu);
-  auto& b = (*all)[index];
-  if (b == nullptr) b = new AscendBackend(default_acl_libs(), index);
+  return *all;
+}
+
+/// The profiler's summary line of each device's memory pool: how often a freed block was
+/// reused, and how many frees waited for the streams that still used the block.
+inline std::string ascend_memory_summary() {
+  std::lock_guard lk(ascend_instances_mu());
+  std::string s;
+  for (const auto& [index, be] : ascend_instances()) {
+    if (!be) continue;
+    const PoolStats p = be->memory_stats();
+    const std::uint64_t requests = p.mallocs + p.reuses;
+    s += fmt::format("{}ascend:{} memory pool: {} requests, {} reused ({:.1f}%), {} runtime mallocs, {} deferred frees, "
+                     "{} B in use, {} B cached",
+                     s.empty() ? "" : "\n", index, requests, p.reuses,
+                     requests ? 100.0 * static_cast<double>(p.reuses) / static_cast<double>(requests) : 0.0, p.mallocs,
+                     p.deferred, p.in_use_bytes, p.cached_bytes);
+  }
+  return s;
+}
+
+inline Backend& ascend_instance(int index) {
+  std::lock_guard lk(ascend_instances_mu());
+  auto& b = ascend_instances()[index];
+  if (b == nullptr) {
+    b = new AscendBackend(default_acl_libs(), index);
+    ops::add_summary_line(&ascend_memory_summary);
+  }
   return *b;
 }
 }  // namespace detail
