@@ -65,12 +65,15 @@ namespace ops::detail {
 inline CpuGemm parse_cpu_gemm(std::string_view v, std::string_view where) {
   for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen}) {
     if (v != cpu_gemm_name(g)) continue;
-    MS_CHECK(cpu_gemm_available(g), ValueError,
-             "{}: the '{}' GEMM path is not in this build ({}); available: {}", where, v,
-             g == CpuGemm::dnnl ? "built without oneDNN: install libdnnl-dev and keep MS_USE_DNNL on"
-                                : "built without OpenBLAS: install libopenblas-openmp-dev and keep MS_USE_BLAS on",
-             cpu_gemm_available(CpuGemm::dnnl) ? (cpu_gemm_available(CpuGemm::blas) ? "dnnl, blas, eigen" : "dnnl, eigen")
-                                               : (cpu_gemm_available(CpuGemm::blas) ? "blas, eigen" : "eigen"));
+    if (!cpu_gemm_available(g)) {
+      std::string available;
+      for (CpuGemm a : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
+        if (cpu_gemm_available(a)) available += fmt::format("{}{}", available.empty() ? "" : ", ", cpu_gemm_name(a));
+      MS_THROW(ValueError, "{}: the '{}' GEMM path is not in this build ({}); available: {}", where, v,
+               g == CpuGemm::dnnl ? "built without oneDNN: install libdnnl-dev and keep MS_USE_DNNL on"
+                                  : "built without OpenBLAS: install libopenblas-openmp-dev and keep MS_USE_BLAS on",
+               available);
+    }
     return g;
   }
   MS_THROW(ValueError, "{}: unknown GEMM path '{}' (valid: dnnl, blas, eigen)", where, v);
@@ -346,8 +349,9 @@ struct DnnlArg {
 
 /// Executes `p` on this thread's stream with the given arguments (plain layouts wrapping
 /// ms's buffers, no copies) and a scratchpad from ms's host allocator; waits for it.
-template <std::size_t N>
-void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, std::string_view op, std::string_view shapes) {
+/// `shapes()` describes the operands for an error message: called only on failure.
+template <std::size_t N, class Shapes>
+void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, std::string_view op, const Shapes& shapes) {
   sync_dnnl_threads();
   const dnnl_engine_t eng = dnnl_engine();
   std::array<dnnl_memory_t, N + 1> mem{};
@@ -368,7 +372,7 @@ void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, st
   if (st == dnnl_success) st = dnnl_stream_wait(stream);
   for (int i = 0; i < n; ++i) dnnl_memory_destroy(mem[static_cast<std::size_t>(i)]);
   if (scratch) alloc.deallocate(scratch, p.scratch_bytes);
-  dnnl_check(st, op, "execution", shapes);
+  if (st != dnnl_success) dnnl_check(st, op, "execution", shapes());
 }
 
 /// A plain (dense, row-major) f32 memory descriptor of the given dims and format tag.

@@ -176,12 +176,6 @@ namespace detail {
 
 inline std::string nn_ints_str(const IntList& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
-/// Lets ms::set_num_threads govern Eigen's GEMM threads (Eigen runs serially by itself when
-/// called inside an OpenMP region, e.g. a per-image loop).
-inline void nn_sync_eigen_threads() {
-  const int n = get_num_threads();
-  if (Eigen::nbThreads() != n) Eigen::setNbThreads(n);
-}
 
 /// Calls f(generator): a local generator seeded from the "seed" attribute when present, else
 /// the process-wide default generator (locked for the call).
@@ -442,7 +436,7 @@ template <class T, class Body>
 void for_each_conv_block(const ConvGeom& q, Body&& body) {
   const std::int64_t B = conv_block_images(q), blocks = (q.N + B - 1) / B;
   const std::int64_t cols = B * q.P();
-  nn_sync_eigen_threads();
+  sync_eigen_threads();  // linalg.hpp: Eigen runs serially inside a parallel region
   parallel_for(blocks, 1, [&](std::int64_t bb, std::int64_t be) {
     // Scratch that every use writes in full before reading: not zeroed (for a 16 x 150
     // kernel that memset was 2.4 MB per call).
@@ -528,18 +522,18 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const f
     case ConvPass::forward:
       if (has_bias)
         dnnl_execute<4>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_BIAS, &bmd, bias},
-                                 {DNNL_ARG_DST, &dst, out}}}, op.name, shapes());
+                                 {DNNL_ARG_DST, &dst, out}}}, op.name, shapes);
       else
         dnnl_execute<3>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DST, &dst, out}}},
-                        op.name, shapes());
+                        op.name, shapes);
       break;
     case ConvPass::grad_input:
       dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DIFF_SRC, &src, out}}},
-                      op.name, shapes());
+                      op.name, shapes);
       break;
     case ConvPass::grad_weight:
       dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_SRC, &src, b}, {DNNL_ARG_DIFF_WEIGHTS, &wei, out}}},
-                      op.name, shapes());
+                      op.name, shapes);
       break;
   }
 }
@@ -632,7 +626,7 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min(q.N, kConvWeightChunks));
   const std::int64_t B = conv_block_images(q);
   std::vector<T> part(static_cast<std::size_t>(chunks * wsize), T(0));
-  nn_sync_eigen_threads();
+  sync_eigen_threads();
   parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
     const std::int64_t cols = std::min(B, (q.N + chunks - 1) / chunks) * P;
     auto col = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(K * cols));
