@@ -27,9 +27,9 @@ if [ ${#programs[@]} -eq 0 ]; then
 fi
 
 # The same build tree as scripts/test.sh (Release; -O3 -march=native for the
-# benchmarks themselves); only the benchmark programs are built here.
+# benchmarks themselves and for ms::ms's kernel library); only the benchmark programs are built here.
 dir=${BUILD_DIR:-build}
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_BENCHMARKS=ON
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_BENCHMARKS=ON -DMS_KERNELS_OPT=-O3
 cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target "${programs[@]}"
 
 # LibTorch peer: glibc's malloc returns big blocks to the OS at every free

@@ -43,7 +43,9 @@ if [ "$sanitize" -eq 1 ]; then
   # Not the packaging builds, nor the repeats of the op tests on the other GEMM paths
   # (label gemm_path): the default path runs under the sanitizers in the main suite, and
   # tests/ops/dnnl_test.cpp crosses every path there too.
-  ctest_args=(-LE "packaging|gemm_path" "${ctest_args[@]}")
+  # Nor the op tests once more at the lower CPU levels (label isa): the main suite runs the
+  # best level under the sanitizers, and ops/isa_test.cpp runs every level's kernels there.
+  ctest_args=(-LE "packaging|gemm_path|isa" "${ctest_args[@]}")
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 elif [ "$sanitize" -eq 2 ]; then

@@ -3,6 +3,7 @@
 //   ms-op list [FILTER]                 the op table (name, category, CPU dtypes, attributes, doc);
 //                                       FILTER keeps ops whose category equals it or whose name contains it
 //   ms-op run OP [options] INPUT...     runs OP through the generic ms::ops::call and prints its outputs
+//   ms-op info                          the CPU kernels in force: x86-64 level, GEMM path
 //   ms-op help                          usage
 //
 // Everything goes through ms::ops::registry(), so any registered op works, including
@@ -48,6 +49,9 @@ constexpr std::string_view kUsage = R"(usage:
                floats, true/false bools, [0,1] int lists, float32/int64/... dtypes, anything
                else a string ("..." forces a string). Repeat for each attribute.
       --out    writes the output to FILE.npy (several outputs: FILE_0.npy, FILE_1.npy, ...).
+  ms-op info
+      Prints which CPU kernels run: the x86-64 level of the elementwise kernels (and the
+      levels compiled into this program), and the GEMM/convolution path.
   ms-op help
       Prints this text.
 Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).
@@ -366,6 +370,11 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (cmd == "list") return cmd_list(args);
     if (cmd == "run") return cmd_run(args);
+    if (cmd == "info") {
+      if (!args.empty()) throw UsageError("info takes no arguments");
+      fmt::print("CPU kernels: {}\n{}\n", ms::cpu::isa_summary(), ms::Profiler::cpu_gemm_line());
+      return 0;
+    }
     throw UsageError(fmt::format("unknown command '{}'", cmd));
   } catch (const UsageError& e) {
     fmt::print(stderr, "ms-op: {} (see: ms-op help)\n", e.what());

@@ -40,11 +40,13 @@ endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
-# The consumer is built at -O0: only whether it compiles, links and gives the
-# right answer matters here.
+# The consumer and ms::ms's kernel library are built at -O0: only whether they compile,
+# link and give the right answer matters here (and the level units at -O0 are the
+# hardest case for the instruction check below: nothing is inlined away).
 set(consumer_args ${common_args}
     -DCMAKE_BUILD_TYPE=
-    -DCMAKE_CXX_FLAGS=-O0)
+    -DCMAKE_CXX_FLAGS=-O0
+    -DMS_KERNELS_OPT=-O0)
 
 if(MODE STREQUAL "add_subdirectory")
   run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer
@@ -86,5 +88,37 @@ else()
   file(GLOB_RECURSE exe ${WORK_DIR}/consumer/ms_consumer ${WORK_DIR}/consumer/ms_consumer.exe)
   list(GET exe 0 exe)
 endif()
+# The kernels were compiled once for the two units: one unit defining the ops and, on
+# x86-64, one per level (sse4, avx2, avx512), none of them twice.
+file(GLOB_RECURSE kernel_objects ${WORK_DIR}/consumer/*kernels.cpp.o ${WORK_DIR}/consumer/*kernels.cpp.obj)
+file(GLOB_RECURSE level_objects ${WORK_DIR}/consumer/*isa_*.cpp.o)
+list(LENGTH kernel_objects n_kernel)
+list(LENGTH level_objects n_level)
+message(STATUS "[packaging.${MODE}] kernel units compiled: ${n_kernel} op unit(s), ${n_level} level unit(s)")
+if(NOT n_kernel EQUAL 1)
+  message(FATAL_ERROR "[packaging.${MODE}] expected the ops' kernel unit compiled once, found ${n_kernel}: ${kernel_objects}")
+endif()
+if(CMAKE_HOST_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  if(NOT n_level EQUAL 3)
+    message(FATAL_ERROR "[packaging.${MODE}] expected 3 level units (sse4, avx2, avx512), found ${n_level}")
+  endif()
+  # Built without -march: nothing above x86-64 may run before a level is selected.
+  find_program(OBJDUMP objdump)
+  if(OBJDUMP)
+    run("check level code" bash ${CMAKE_CURRENT_LIST_DIR}/check_isa_leaks.sh ${exe} ${level_objects})
+  endif()
+endif()
 run("run consumer" ${exe})
+# On CPUs without AVX-512 and without AVX (emulated): the program runs, picks the best
+# level each has (the consumer checks it) and never executes an instruction it lacks.
+find_program(QEMU qemu-x86_64)
+if(QEMU AND CMAKE_HOST_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  foreach(cpu IN ITEMS Haswell Nehalem)
+    run("run consumer on an emulated ${cpu}" ${QEMU} -cpu ${cpu} ${exe})
+  endforeach()
+endif()
+# Each level the CPU has, forced through MS_CPU_ISA, gives the same answer.
+foreach(level IN ITEMS baseline sse4)
+  run("run consumer at ${level}" ${CMAKE_COMMAND} -E env MS_CPU_ISA=${level} ${exe})
+endforeach()
 message(STATUS "[packaging.${MODE}] OK")

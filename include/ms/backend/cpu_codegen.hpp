@@ -189,38 +189,46 @@ inline Toolchain toolchain() {
   f += "-std=gnu++20 -ffp-contract=fast";
 #endif
   f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS";
-  // The SIMD features this unit was compiled with: the generated code must pick the same
-  // xsimd architecture and the same instructions (FMA inside the math functions).
+  // The generated code must pick the same xsimd architecture and the same instructions
+  // (FMA inside the math functions) as the interpreter's kernels: those of the CPU level in
+  // force (<ms/core/cpu_isa.hpp>), or, for the baseline, the features this unit was
+  // compiled with.
+  // A level's units are compiled with -ffp-contract=off (cmake/msKernels.cmake), whatever
+  // the language mode.
+  if (const cpu::Isa level = cpu::isa(); level != cpu::Isa::baseline) {
+    f += fmt::format(" -march=x86-64-v{} -mtune=generic -ffp-contract=off", static_cast<int>(level) + 1);
+  } else {
 #if defined(__SSE4_2__)
-  f += " -msse4.2";
+    f += " -msse4.2";
 #endif
 #if defined(__AVX__)
-  f += " -mavx";
+    f += " -mavx";
 #endif
 #if defined(__AVX2__)
-  f += " -mavx2";
+    f += " -mavx2";
 #endif
 #if defined(__FMA__)
-  f += " -mfma";
+    f += " -mfma";
 #endif
 #if defined(__F16C__)
-  f += " -mf16c";
+    f += " -mf16c";
 #endif
 #if defined(__AVX512F__)
-  f += " -mavx512f";
+    f += " -mavx512f";
 #endif
 #if defined(__AVX512CD__)
-  f += " -mavx512cd";
+    f += " -mavx512cd";
 #endif
 #if defined(__AVX512DQ__)
-  f += " -mavx512dq";
+    f += " -mavx512dq";
 #endif
 #if defined(__AVX512BW__)
-  f += " -mavx512bw";
+    f += " -mavx512bw";
 #endif
 #if defined(__AVX512VL__)
-  f += " -mavx512vl";
+    f += " -mavx512vl";
 #endif
+  }
   f += fmt::format(" -I'{}' -I/usr/include/eigen3", include.string());
   const std::string extra = env_or("MS_CODEGEN_FLAGS", "");
   if (!extra.empty()) f += " " + extra;

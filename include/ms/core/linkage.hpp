@@ -31,3 +31,20 @@
 #else
 #define MS_REGISTRATION(decl, ...) extern decl
 #endif
+
+/// MS_ELEMENTWISE_REGISTRATION(declaration, op): the registration of an elementwise op, `op`
+/// being make_elementwise_op<F, ...>({...}) (or another expression of that kind). Like
+/// MS_REGISTRATION, and it binds the op to the kernels of the CPU level in force
+/// (ops/isa_dispatch.hpp). In a unit compiled for one CPU level (MS_ISA_LEVEL, see
+/// <ms/backend/cpu/isa_unit.hpp>) the same line instead evaluates `op` at compile time into
+/// that level's constant row of kernel tables, kept in the section `ms_isa_rows`.
+#define MS_PP_CAT_(a, b) a##b
+#define MS_PP_CAT(a, b) MS_PP_CAT_(a, b)
+#if !defined(MS_ISA_LEVEL)
+#define MS_ELEMENTWISE_REGISTRATION(decl, ...) MS_REGISTRATION(decl, ::ms::ops::add_elementwise_op(__VA_ARGS__))
+#else
+#define MS_ELEMENTWISE_REGISTRATION(decl, ...)                                                      \
+  extern decl;                                                                                    \
+  [[gnu::section("ms_isa_rows"), gnu::used]] constinit static const ::ms::ops::IsaKernelRow MS_PP_CAT( \
+      ms_isa_row_, __COUNTER__) = __VA_ARGS__
+#endif

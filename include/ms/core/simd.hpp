@@ -23,3 +23,21 @@
 #endif
 
 #include <xsimd/xsimd.hpp>
+
+// The namespace of the code that is compiled once per CPU level (see <ms/core/cpu_isa.hpp>):
+// the SIMD facade, the elementwise formulas and their block kernels. A unit compiled for a
+// level (MS_ISA_LEVEL = 1, 2, 3 with -march=x86-64-v2, -v3, -v4) puts them in a namespace of
+// its own, so that the linker never takes a higher level's copy of an inline function for
+// the rest of the program; every other unit has them in isa_base. Inline, so the code
+// spells them ms::simd::exp, ms::ops::fx::Exp, ... in every unit.
+#if !defined(MS_ISA_LEVEL)
+#define MS_ISA_NS isa_base
+#elif MS_ISA_LEVEL == 1
+#define MS_ISA_NS isa_sse4
+#elif MS_ISA_LEVEL == 2
+#define MS_ISA_NS isa_avx2
+#elif MS_ISA_LEVEL == 3
+#define MS_ISA_NS isa_avx512
+#else
+#error "MS_ISA_LEVEL must be 1 (x86-64-v2), 2 (x86-64-v3) or 3 (x86-64-v4)"
+#endif

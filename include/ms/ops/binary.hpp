@@ -11,6 +11,7 @@
 namespace ms::ops {
 
 namespace fx {
+inline namespace MS_ISA_NS {
 using simd::c;
 #define MS_FORMULA2(Name, expr)                     \
   struct Name : NoParams {                          \
@@ -36,6 +37,7 @@ MS_FORMULA2(Ge, a >= b)
 MS_FORMULA2(LogicalAnd, a && b)
 MS_FORMULA2(LogicalOr, a || b)
 #undef MS_FORMULA2
+}  // namespace MS_ISA_NS
 }  // namespace fx
 
 /// A 0-d tensor holding `v` in `dtype`; throws ValueError when v is not representable.
@@ -59,7 +61,7 @@ inline constexpr DTypeSet kBoolOnly{DType::b8};
 
 #define MS_BINARY(NAME, F, Types, Cmp, FLOPS, DOC)                                                         \
   namespace ops {                                                                                          \
-  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 2, Types, Cmp>({.name = #NAME, .doc = DOC, .flops = FLOPS, .formula = "ms::ops::fx::" #F})); \
+  MS_ELEMENTWISE_REGISTRATION(const OpDef& NAME##_op, make_elementwise_op<fx::F, 2, Types, Cmp>({.name = #NAME, .doc = DOC, .flops = FLOPS, .formula = "ms::ops::fx::" #F})); \
   inline AnyTensor NAME(const AnyTensor& a, const AnyTensor& b) { return call1(NAME##_op, {a, b}); }       \
   inline AnyTensor NAME(const AnyTensor& a, double b) { return NAME(a, scalar_tensor(b, a.dtype(), #NAME)); } \
   inline AnyTensor NAME(double a, const AnyTensor& b) { return NAME(scalar_tensor(a, b.dtype(), #NAME), b); } \
@@ -84,13 +86,25 @@ MS_BINARY(logical_or, LogicalOr, ops::kBoolOnly, false, 1, "a or b (bool)")
 
 namespace ops {
 // pow with a tensor exponent; a scalar exponent goes to pow_scalar (ops/unary.hpp).
-MS_REGISTRATION(const OpDef& pow_op, register_elementwise<fx::Pow, 2, kNumericTypes>({.name = "pow", .doc = "a ^ b", .flops = 10, .formula = "ms::ops::fx::Pow"}));
+MS_ELEMENTWISE_REGISTRATION(const OpDef& pow_op, make_elementwise_op<fx::Pow, 2, kNumericTypes>({.name = "pow", .doc = "a ^ b", .flops = 10, .formula = "ms::ops::fx::Pow"}));
 inline AnyTensor pow(const AnyTensor& a, const AnyTensor& b) { return call1(pow_op, {a, b}); }
 inline AnyTensor pow(double a, const AnyTensor& b) { return pow(scalar_tensor(a, b.dtype(), "pow"), b); }
 }  // namespace ops
 
 namespace ops {
-MS_REGISTRATION(const OpDef& where_op, [] () -> const OpDef& {
+namespace detail {
+inline namespace MS_ISA_NS {
+template <class Row>
+constexpr void fill_where_table(Row& t) {
+  t[static_cast<int>(DType::f32)] = &where_block<float>;
+  t[static_cast<int>(DType::f64)] = &where_block<double>;
+  t[static_cast<int>(DType::i32)] = &where_block<std::int32_t>;
+  t[static_cast<int>(DType::i64)] = &where_block<std::int64_t>;
+  t[static_cast<int>(DType::u8)] = &where_block<std::uint8_t>;
+  t[static_cast<int>(DType::b8)] = &where_block<bool>;
+}
+#if !defined(MS_ISA_LEVEL)
+inline OpDef make_where_op() {
   OpDef d;
   d.name = "where";
   d.doc = "cond ? a : b, with broadcasting";
@@ -100,14 +114,21 @@ MS_REGISTRATION(const OpDef& where_op, [] () -> const OpDef& {
   d.kernel = &elementwise_kernel;
   d.cpu_dtypes = kAllTypes;
   d.elementwise.dispatch_input = 1;
-  d.elementwise.block[static_cast<int>(DType::f32)] = &detail::where_block<float>;
-  d.elementwise.block[static_cast<int>(DType::f64)] = &detail::where_block<double>;
-  d.elementwise.block[static_cast<int>(DType::i32)] = &detail::where_block<std::int32_t>;
-  d.elementwise.block[static_cast<int>(DType::i64)] = &detail::where_block<std::int64_t>;
-  d.elementwise.block[static_cast<int>(DType::u8)] = &detail::where_block<std::uint8_t>;
-  d.elementwise.block[static_cast<int>(DType::b8)] = &detail::where_block<bool>;
-  return registry().add(std::move(d));
-}());
+  fill_where_table(d.elementwise.block);
+  return d;
+}
+#else
+constexpr IsaKernelRow make_where_op() {
+  IsaKernelRow r{};
+  r.level = MS_ISA_LEVEL;
+  r.name = "where";
+  fill_where_table(r.block);
+  return r;
+}
+#endif
+}  // namespace MS_ISA_NS
+}  // namespace detail
+MS_ELEMENTWISE_REGISTRATION(const OpDef& where_op, detail::make_where_op());
 inline AnyTensor where(const AnyTensor& cond, const AnyTensor& a, const AnyTensor& b) {
   return call1(where_op, {cond, a, b});
 }

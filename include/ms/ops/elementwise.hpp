@@ -21,8 +21,12 @@
 
 #include "../core/parallel.hpp"
 #include "dispatch.hpp"
+#if !defined(MS_ISA_LEVEL)
+#include "isa_dispatch.hpp"
+#endif
 
 namespace ms::simd {
+inline namespace MS_ISA_NS {
 
 template <class V>
 struct is_batch : std::false_type {};
@@ -232,11 +236,13 @@ inline V mul(const V& a, const V& b) {
   else return static_cast<V>(a * b);
 }
 
+}  // namespace MS_ISA_NS
 }  // namespace ms::simd
 
 namespace ms::ops {
 
 namespace detail {
+inline namespace MS_ISA_NS {
 
 template <class T>
 inline constexpr bool simd_type_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
@@ -472,7 +478,7 @@ void affine_kernel(const void* const* in, const std::int64_t* st, void* outp, st
 
 /// Fills table[v] with F's affine kernel of shape kAffineShape[v] for type T.
 template <class F, class T, int V = 0>
-void fill_affine_table(BlockFn* table) {
+constexpr void fill_affine_table(BlockFn* table) {
   if constexpr (V < kAffineVariants) {
     table[V] = &affine_kernel<F, T, kAffineShape[V][0], kAffineShape[V][1]>;
     fill_affine_table<F, T, V + 1>(table);
@@ -528,7 +534,7 @@ void where_block(const void* const* in, const std::int64_t* st, void* outp, std:
 
 /// Fills `table` with block kernels for each dtype in Types (only those are instantiated).
 template <class F, int Arity, bool Compare, DTypeSet Types>
-void fill_block_table(BlockFn* table) {
+constexpr void fill_block_table(BlockFn* table) {
   auto put = [&]<class T>() {
     if constexpr (Types.contains(dtype_v<T>)) {
       using O = std::conditional_t<Compare, bool, T>;
@@ -542,6 +548,8 @@ void fill_block_table(BlockFn* table) {
   put.template operator()<std::uint8_t>();
   put.template operator()<bool>();
 }
+
+}  // namespace MS_ISA_NS
 
 /// Copies n elements of `esize` bytes with a stride (in elements) into a contiguous buffer.
 inline void gather(const char* src, std::int64_t stride, std::size_t esize, std::int64_t n, char* dst) {
@@ -728,10 +736,14 @@ inline void infer_where(const OpDef& op, std::span<const TensorMeta> in, const A
 // ---- registration helpers -------------------------------------------------------------------
 
 /// Functors without parameters accept (and ignore) the params pointer through this base.
+inline namespace MS_ISA_NS {
 struct NoParams {
   NoParams() = default;
-  explicit NoParams(const double*) {}
+  constexpr explicit NoParams(const double*) {}
 };
+}  // namespace MS_ISA_NS
+
+#if !defined(MS_ISA_LEVEL)
 
 /// Describes an elementwise op built from functor F (arity 1 or 2).
 struct ElementwiseSpec {
@@ -774,7 +786,41 @@ OpDef make_elementwise_op(ElementwiseSpec s) {
 /// Registers an elementwise op defined by functor F for the dtypes in Types.
 template <class F, int Arity, DTypeSet Types, bool Compare = false>
 const OpDef& register_elementwise(ElementwiseSpec s) {
-  return registry().add(make_elementwise_op<F, Arity, Types, Compare>(std::move(s)));
+  return add_elementwise_op(make_elementwise_op<F, Arity, Types, Compare>(std::move(s)));
 }
+
+#else  // a unit of one CPU level: the same registrations give rows of kernel tables
+
+inline namespace MS_ISA_NS {
+/// The fields of an elementwise registration, as constants: the level's unit evaluates
+/// each registration at compile time into an IsaKernelRow (no code runs at start-up).
+struct ElementwiseSpec {
+  const char* name = "";
+  const char* doc = "";
+  double flops = 1;
+  GradFn grad = nullptr;
+  const char* nondiff_reason = "";
+  std::initializer_list<const char*> attr_names = {};
+  ParamsFn params = nullptr;
+  const char* formula = "";
+};
+
+template <class F, int Arity, DTypeSet Types, bool Compare = false>
+constexpr IsaKernelRow make_elementwise_op(const ElementwiseSpec& s) {
+  IsaKernelRow r{};
+  r.level = MS_ISA_LEVEL;
+  r.name = s.name;
+  detail::fill_block_table<F, Arity, Compare, Types>(r.block);
+  if constexpr (Arity == 1 && !Compare) {
+    if constexpr (Types.contains(DType::f32))
+      detail::fill_affine_table<F, float>(r.affine[static_cast<int>(DType::f32)]);
+    if constexpr (Types.contains(DType::f64))
+      detail::fill_affine_table<F, double>(r.affine[static_cast<int>(DType::f64)]);
+  }
+  return r;
+}
+}  // namespace MS_ISA_NS
+
+#endif
 
 }  // namespace ms::ops

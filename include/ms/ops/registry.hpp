@@ -254,6 +254,18 @@ struct ElementwiseInfo {
   std::string formula;
 };
 
+/// The kernel tables of one elementwise op compiled for one CPU level (see
+/// <ms/core/cpu_isa.hpp>). A level's unit holds one constant row per op, in the ELF section
+/// `ms_isa_rows` (no code runs to make them); the registry binds an op's ElementwiseInfo to
+/// the row of the selected level. 64-byte aligned and sized, so that the linker lays the
+/// rows of every unit end to end whatever alignment the compiler gives each one.
+struct alignas(64) IsaKernelRow {
+  int level = 0;              ///< cpu::Isa
+  const char* name = nullptr;  ///< the op's name
+  BlockFn block[kNumDTypes] = {};
+  BlockFn affine[kNumDTypes][kAffineVariants] = {};
+};
+
 /// What an op's expansion (OpDef::expand) builds with: nodes of other registered ops and
 /// constants, in a graph whose values are named by ids.
 class OpBuilder {
@@ -322,6 +334,19 @@ class Registry {
     auto* op = const_cast<OpDef*>(it->second);
     op->grad = grad;
     op->nondiff_reason = std::move(nondiff_reason);
+  }
+  /// Replaces the block and affine kernel tables of the elementwise op `name` (the kernels
+  /// of another CPU level; see ops/isa_dispatch.hpp). Entries that are null in `t` stay.
+  void set_elementwise_tables(std::string_view name, const IsaKernelRow& t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_name_.find(std::string(name));
+    MS_CHECK(it != by_name_.end(), ValueError, "set_elementwise_tables: no op named '{}' is registered", name);
+    auto* op = const_cast<OpDef*>(it->second);  // owned by ops_, never const
+    for (int d = 0; d < kNumDTypes; ++d) {
+      if (t.block[d]) op->elementwise.block[d] = t.block[d];
+      for (int v = 0; v < kAffineVariants; ++v)
+        if (t.affine[d][v]) op->elementwise.affine[d][v] = t.affine[d][v];
+    }
   }
   /// The op named `name`, or nullptr.
   const OpDef* find(std::string_view name) const {

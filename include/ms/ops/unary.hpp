@@ -10,6 +10,7 @@
 namespace ms::ops {
 
 namespace fx {  // the formulas
+inline namespace MS_ISA_NS {
 using simd::c;
 #define MS_FORMULA1(Name, expr)                          \
   struct Name : NoParams {                               \
@@ -102,13 +103,14 @@ struct PowScalar {
     return simd::pow(x, c<V>(e));
   }
 };
+}  // namespace MS_ISA_NS
 }  // namespace fx
 
 inline constexpr DTypeSet kSignedNumeric{DType::f32, DType::f64, DType::i32, DType::i64};
 
 #define MS_UNARY(NAME, F, Types, FLOPS, DOC)                                                        \
   namespace ops {                                                                                   \
-  MS_REGISTRATION(const OpDef& NAME##_op, register_elementwise<fx::F, 1, Types>({.name = #NAME, .doc = DOC, .flops = FLOPS, .formula = "ms::ops::fx::" #F})); \
+  MS_ELEMENTWISE_REGISTRATION(const OpDef& NAME##_op, make_elementwise_op<fx::F, 1, Types>({.name = #NAME, .doc = DOC, .flops = FLOPS, .formula = "ms::ops::fx::" #F})); \
   inline AnyTensor NAME(const AnyTensor& x) { return call1(NAME##_op, {x}); }                       \
   }                                                                                                 \
   template <Element T>                                                                              \
@@ -148,19 +150,19 @@ MS_UNARY(logical_not, LogicalNot, DTypeSet{DType::b8}, 1, "not x (bool)")
 #undef MS_UNARY
 
 namespace ops {
-MS_REGISTRATION(const OpDef& leaky_relu_op, register_elementwise<fx::LeakyRelu, 1, kFloatTypes>(
+MS_ELEMENTWISE_REGISTRATION(const OpDef& leaky_relu_op, make_elementwise_op<fx::LeakyRelu, 1, kFloatTypes>(
     {.name = "leaky_relu", .doc = "x if x > 0 else slope * x", .flops = 2, .attr_names = {"slope"},
      .params = [](const Attrs& a, double* p) { p[0] = a.f("slope", 0.01); }, .formula = "ms::ops::fx::LeakyRelu"}));
-MS_REGISTRATION(const OpDef& elu_op, register_elementwise<fx::Elu, 1, kFloatTypes>(
+MS_ELEMENTWISE_REGISTRATION(const OpDef& elu_op, make_elementwise_op<fx::Elu, 1, kFloatTypes>(
     {.name = "elu", .doc = "x if x > 0 else alpha * (e^x - 1)", .flops = 10, .attr_names = {"alpha"},
      .params = [](const Attrs& a, double* p) { p[0] = a.f("alpha", 1.0); }, .formula = "ms::ops::fx::Elu"}));
-MS_REGISTRATION(const OpDef& clamp_op, register_elementwise<fx::Clamp, 1, kNumericTypes>(
+MS_ELEMENTWISE_REGISTRATION(const OpDef& clamp_op, make_elementwise_op<fx::Clamp, 1, kNumericTypes>(
     {.name = "clamp", .doc = "min(max(x, lo), hi)", .flops = 2, .attr_names = {"lo", "hi"},
      .params = [](const Attrs& a, double* p) {
        p[0] = a.f("lo", -std::numeric_limits<double>::infinity());
        p[1] = a.f("hi", std::numeric_limits<double>::infinity());
      }, .formula = "ms::ops::fx::Clamp"}));
-MS_REGISTRATION(const OpDef& pow_scalar_op, register_elementwise<fx::PowScalar, 1, kNumericTypes>(
+MS_ELEMENTWISE_REGISTRATION(const OpDef& pow_scalar_op, make_elementwise_op<fx::PowScalar, 1, kNumericTypes>(
     {.name = "pow_scalar", .doc = "x ^ exponent (a scalar)", .flops = 10, .attr_names = {"exponent"},
      .params = [](const Attrs& a, double* p) { p[0] = a.f("exponent"); }, .formula = "ms::ops::fx::PowScalar"}));
 

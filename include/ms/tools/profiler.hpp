@@ -182,6 +182,7 @@ class Profiler : public ops::OpObserver {
     s += "\n";
     s += format_table("By op", summary_by_op());
     s += "\n" + cpu_gemm_line() + "\n";
+    s += "CPU kernels: " + cpu::isa_summary() + "\n";
     for (const std::string& line : ops::summary_lines()) s += line + "\n";
     return s;
   }
@@ -231,6 +232,7 @@ class Profiler : public ops::OpObserver {
     const DnnlCacheStats c = dnnl_cache_stats();
     nlohmann::json other{{"cpu_gemm", std::string(cpu_gemm_name(cpu_gemm()))},
                          {"dnnl_isa", dnnl_cpu_isa()},
+                         {"cpu_isa", std::string(cpu::isa_name(cpu::isa()))},
                          {"dnnl_cache", {{"size", c.size}, {"capacity", c.capacity}, {"hits", c.hits}, {"misses", c.misses}}},
                          {"backends", ops::summary_lines()}};
     return nlohmann::json{{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};

@@ -1,0 +1,61 @@
+// The elementwise work of benchmarks/isa.sh, at every CPU level this program holds and the
+// CPU runs (ms::cpu::set_isa), on one thread:
+//   chain   y = tanh(x*0.5 + 0.1)*1.5 - x/(1 + exp(x)) on 16M floats, through ms::jit
+//           (one fused node, the block interpreter);
+//   add     eager a + b on 16M floats (bandwidth), and on 1024 floats (per-call cost).
+// Prints `isa <level> <name> <median> ms` lines (median of the repetitions).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <ms/ms.hpp>
+
+namespace {
+
+template <class F>
+double median_ms(int reps, F&& f) {
+  std::vector<double> t;
+  f();  // warm-up: allocations, first-call tracing
+  for (int r = 0; r < reps; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+ms::Tensor<float> input(std::int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = std::sin(0.001f * static_cast<float>(i)) * 4.0f;
+  return ms::from_vector(v, {n});
+}
+
+}  // namespace
+
+int main() {
+  ms::set_num_threads(1);
+  const std::int64_t n = std::int64_t{1} << 24;
+  const auto x = input(n), y = input(n) * 0.5f;
+  const auto xs = input(1024), ys = input(1024);
+  std::printf("isa: CPU kernels %s\n", ms::cpu::isa_summary().c_str());
+  for (ms::cpu::Isa level : ms::cpu::compiled_isas()) {
+    if (static_cast<int>(level) > static_cast<int>(ms::cpu::detected_isa())) continue;
+    ms::cpu::set_isa(level);
+    const auto name = ms::cpu::isa_name(level);
+    auto chain = ms::jit([](const ms::Tensor<float>& v) {
+      return ms::tanh(v * 0.5f + 0.1f) * 1.5f - v / (ms::exp(v) + 1.0f);
+    });
+    double sink = 0;
+    const double chain_ms = median_ms(15, [&] { sink += chain(x).data()[0]; });
+    const double add_ms = median_ms(15, [&] { sink += (x + y).data()[0]; });
+    const double add_small_us = 1000.0 * median_ms(2001, [&] { sink += (xs + ys).data()[0]; });
+    std::printf("isa %.*s chain_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), chain_ms);
+    std::printf("isa %.*s eager_add_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), add_ms);
+    std::printf("isa %.*s eager_add_1k %.3f us\n", static_cast<int>(name.size()), name.data(), add_small_us);
+    if (sink == 12345.678) std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,44 @@
+#pragma once
+// The body of a unit that compiles ms's elementwise kernels for one x86-64 level.
+//
+//   // ms_isa_avx2.cpp, compiled with -march=x86-64-v3 -ffp-contract=off (cmake/msKernels.cmake
+//   // writes it; without FP contraction a level gives the same bits at every -O)
+//   #define MS_ISA_LEVEL 2
+//   #include <ms/backend/cpu/isa_unit.hpp>
+//
+// MS_ISA_LEVEL is 1 (sse4: -march=x86-64-v2), 2 (avx2: -march=x86-64-v3) or 3 (avx512:
+// -march=x86-64-v4). The unit sees the elementwise headers (ops/unary.hpp, ops/binary.hpp)
+// with every registration turned into a constant row of kernel tables for its level (see
+// MS_ELEMENTWISE_REGISTRATION in core/linkage.hpp), in the section `ms_isa_rows`; the
+// program's own registrations bind to the rows of the selected level (ops/isa_dispatch.hpp).
+//
+// Why this is safe on a CPU below the level: the unit has no code that runs at start-up
+// (the rows are constants; tests/packaging checks that its object has no .init_array),
+// and its kernels, formulas and SIMD facade live in a namespace of its own (MS_ISA_NS), so
+// the linker cannot take one of them for the baseline's copy. What it shares with the rest
+// of the program (libstdc++'s and xsimd's scalar helpers, used by few kernels) comes first
+// from the baseline unit, which the kernel library links ahead of the level units;
+// tests/packaging/check_isa_leaks.sh disassembles a program built without -march and fails
+// if any function outside the level namespaces holds an instruction above x86-64-v2.
+
+#if !defined(MS_ISA_LEVEL)
+#error "define MS_ISA_LEVEL (1, 2 or 3) before including <ms/backend/cpu/isa_unit.hpp>"
+#endif
+#if defined(MS_KERNELS_IMPLEMENTATION)
+#error "a level unit holds only the elementwise kernels: do not define MS_KERNELS_IMPLEMENTATION in it"
+#endif
+#if !defined(MS_SEPARATE_KERNELS)
+#define MS_SEPARATE_KERNELS  // the ops themselves are registered by the program's kernel unit
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+
+#include "../../ops/unary.hpp"
+#include "../../ops/binary.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

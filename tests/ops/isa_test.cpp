@@ -1,0 +1,194 @@
+// CPU levels of the elementwise kernels (<ms/core/cpu_isa.hpp>, ops/isa_dispatch.hpp):
+// naming and selection, refusal of levels the CPU lacks, binding of every elementwise op
+// to the selected level's kernels, and agreement of every level with the baseline.
+
+#include "test_util.hpp"
+
+namespace isa_test {
+
+using ms::AnyTensor;
+using ms::DType;
+using ms::cpu::Isa;
+
+/// Restores the level in force when the test started.
+struct IsaGuard {
+  Isa saved = ms::cpu::isa();
+  ~IsaGuard() { ms::cpu::set_isa(saved); }
+};
+
+/// The levels of this program that this CPU runs, lowest first.
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> out;
+  for (Isa l : ms::cpu::compiled_isas())
+    if (static_cast<int>(l) <= static_cast<int>(ms::cpu::detected_isa())) out.push_back(l);
+  return out;
+}
+
+/// Deterministic inputs of `dtype`: 1037 elements (a tail at every batch width), values
+/// where every elementwise op is defined (positive floats, small positive integers).
+AnyTensor input(DType dtype, int salt) {
+  std::vector<double> v(1037);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double u = static_cast<double>((i * 7919 + static_cast<std::size_t>(salt) * 104729) % 1000) / 1000.0;
+    v[i] = dtype == DType::b8 ? static_cast<double>((i + static_cast<std::size_t>(salt)) % 3 == 0)
+           : ms::is_integral(dtype) ? 1.0 + std::floor(u * 9.0)
+                                    : 0.05 + 1.9 * u;
+  }
+  return ms::ops::cast(ms::from_vector(v, {1037}), dtype);
+}
+
+/// The attributes an op needs to run (the rest take their defaults).
+ms::ops::Attrs attrs_for(const std::string& name) {
+  if (name == "pow_scalar") return ms::ops::Attrs{{"exponent", 2.5}};
+  if (name == "clamp") return ms::ops::Attrs{{"lo", 0.5}, {"hi", 1.5}};
+  return {};
+}
+
+/// Runs every elementwise op bound by the ISA dispatch on every dtype it supports.
+std::vector<std::pair<std::string, AnyTensor>> run_all() {
+  std::vector<std::pair<std::string, AnyTensor>> out;
+  for (const auto& [name, base] : ms::ops::detail::isa_binding().base) {
+    const ms::ops::OpDef& op = ms::ops::registry().get(name);
+    for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64, DType::b8}) {
+      if (!op.cpu_dtypes.contains(d)) continue;
+      std::vector<AnyTensor> in;
+      for (int k = 0; k < op.num_inputs; ++k) {
+        const DType dk = name == "where" && k == 0 ? DType::b8 : d;
+        in.push_back(input(dk, k));
+      }
+      out.emplace_back(fmt::format("{} {}", name, d), ms::ops::call1(op, in, attrs_for(name)));
+    }
+  }
+  return out;
+}
+
+std::vector<double> values_of(const AnyTensor& t) { return ms::ops::cast(t, DType::f64).as<double>().to_vector(); }
+
+TEST_CASE("isa: level names parse, unknown names list the valid ones", "[isa]") {
+  CHECK(ms::cpu::parse_isa("baseline") == Isa::baseline);
+  CHECK(ms::cpu::parse_isa("sse4") == Isa::sse4);
+  CHECK(ms::cpu::parse_isa("avx2") == Isa::avx2);
+  CHECK(ms::cpu::parse_isa("avx512") == Isa::avx512);
+  CHECK_THROWS_MATCHES(ms::cpu::parse_isa("avx3"), ms::ValueError,
+                       Catch::Matchers::Message("[ms.value_error] MS_CPU_ISA: unknown CPU level 'avx3' "
+                                                "(valid: baseline, sse4, avx2, avx512)"));
+  for (int i = 0; i < ms::cpu::kNumIsas; ++i) {
+    const Isa l = static_cast<Isa>(i);
+    CHECK(ms::cpu::parse_isa(ms::cpu::isa_name(l)) == l);
+  }
+}
+
+TEST_CASE("isa: a level above the CPU's is refused with a message, never run", "[isa]") {
+  CHECK_NOTHROW(ms::cpu::check_isa_supported(Isa::avx2, Isa::avx2));
+  CHECK_NOTHROW(ms::cpu::check_isa_supported(Isa::sse4, Isa::avx512));
+  CHECK_THROWS_MATCHES(ms::cpu::check_isa_supported(Isa::avx512, Isa::avx2), ms::ValueError,
+                       Catch::Matchers::Message("[ms.value_error] MS_CPU_ISA: this CPU cannot run the avx512 kernels "
+                                                "(x86-64-v4 (AVX-512 F/BW/DQ/VL)); its best level is avx2"));
+  // On this machine: every level above the detected one is refused by set_isa, and the
+  // binding stays as it was.
+  IsaGuard guard;
+  const Isa cpu = ms::cpu::detected_isa();
+  for (int i = static_cast<int>(cpu) + 1; i < ms::cpu::kNumIsas; ++i) {
+    CHECK_THROWS_AS(ms::cpu::set_isa(static_cast<Isa>(i)), ms::ValueError);
+    CHECK(ms::cpu::isa() == guard.saved);
+  }
+}
+
+TEST_CASE("isa: the program holds every level and binds the best one the CPU runs", "[isa]") {
+  const auto compiled = ms::cpu::compiled_isas();
+  REQUIRE(!compiled.empty());
+  CHECK(compiled.front() == Isa::baseline);
+#if defined(__x86_64__) && defined(__GNUC__)
+  // This suite links a kernel library made by ms_add_kernel_library: all three levels.
+  CHECK(compiled == std::vector<Isa>{Isa::baseline, Isa::sse4, Isa::avx2, Isa::avx512});
+#endif
+  // Without MS_CPU_ISA, the best compiled level the CPU runs; with it, that level.
+  const char* env = std::getenv("MS_CPU_ISA");
+  const Isa want = env && *env ? ms::cpu::parse_isa(env) : ms::cpu::detected_isa();
+  CHECK(ms::cpu::isa() == ms::cpu::best_compiled_isa(want));
+  CHECK_THAT(ms::cpu::isa_summary(), Catch::Matchers::StartsWith(std::string(ms::cpu::isa_name(ms::cpu::isa()))));
+}
+
+TEST_CASE("isa: set_isa binds every elementwise op to that level's kernels", "[isa]") {
+  IsaGuard guard;
+  const auto& binding = ms::ops::detail::isa_binding();
+  // The elementwise ops of ops/unary.hpp and ops/binary.hpp (46 in all), where among them.
+  CHECK(binding.base.size() >= 46);
+  CHECK(binding.base.count("where") == 1);
+  for (Isa l : runnable_isas()) {
+    ms::cpu::set_isa(l);
+    CHECK(ms::cpu::isa() == l);
+    for (const auto& [name, base] : binding.base) {
+      INFO(name << " at " << ms::cpu::isa_name(l));
+      const ms::ops::OpDef& op = ms::ops::registry().get(name);
+      const ms::ops::IsaKernelRow* row = l == Isa::baseline ? &base : ms::ops::detail::find_isa_row(l, name);
+      REQUIRE(row != nullptr);
+      for (int d = 0; d < ms::kNumDTypes; ++d) {
+        CHECK(op.elementwise.block[d] == row->block[d]);
+        for (int v = 0; v < ms::ops::kAffineVariants; ++v) CHECK(op.elementwise.affine[d][v] == row->affine[d][v]);
+      }
+      // Each level's kernels are its own functions, for every dtype the op has.
+      if (l != Isa::baseline)
+        for (int d = 0; d < ms::kNumDTypes; ++d)
+          if (base.block[d] != nullptr) CHECK(row->block[d] != base.block[d]);
+    }
+  }
+}
+
+TEST_CASE("isa: every elementwise op gives the baseline's values at every level, the same bits on every run",
+          "[isa][op]") {
+  IsaGuard guard;
+  ms::cpu::set_isa(Isa::baseline);
+  const auto ref = run_all();
+  REQUIRE(ref.size() > 100);
+  for (Isa l : runnable_isas()) {
+    ms::cpu::set_isa(l);
+    const auto got = run_all(), again = run_all();
+    REQUIRE(got.size() == ref.size());
+    for (std::size_t k = 0; k < ref.size(); ++k) {
+      INFO(ref[k].first << " at " << ms::cpu::isa_name(l));
+      const AnyTensor& g = got[k].second;
+      REQUIRE(g.dtype() == ref[k].second.dtype());
+      REQUIRE(g.shape() == ref[k].second.shape());
+      // The same level: the same bits.
+      CHECK(std::memcmp(g.raw_data(), again[k].second.raw_data(), static_cast<std::size_t>(g.nbytes())) == 0);
+      const auto a = values_of(g), b = values_of(ref[k].second);
+      const bool exact = !ms::is_floating(g.dtype());
+      // Levels differ in FMA use inside the math functions (Eigen's tanh, xsimd's exp):
+      // a few ulp of float32, far below the op tests' tolerance.
+      const double rtol = g.dtype() == DType::f32 ? 2e-6 : 1e-14;
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const bool ok = exact ? a[i] == b[i]
+                              : (std::isnan(a[i]) && std::isnan(b[i])) || std::abs(a[i] - b[i]) <= rtol * std::abs(b[i]) + 1e-30;
+        if (!ok && bad++ == 0) INFO("element " << i << ": " << a[i] << " vs " << b[i]);
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("isa: a fused chain replays at every level like the baseline's eager ops", "[isa][graph]") {
+  IsaGuard guard;
+  auto chain = [](const ms::Tensor<float>& x) {
+    return ms::tanh(x * 0.5f + 0.1f) * 1.5f - x / (ms::exp(x) + 1.0f);
+  };
+  std::vector<float> v(4099);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = -4.0f + 8.0f * static_cast<float>(i) / static_cast<float>(v.size());
+  const auto x = ms::from_vector(v, {static_cast<std::int64_t>(v.size())});
+  ms::cpu::set_isa(Isa::baseline);
+  const auto ref = chain(x).to_vector();
+  for (Isa l : runnable_isas()) {
+    ms::cpu::set_isa(l);
+    auto f = ms::jit(chain);  // compiled after set_isa: its fused kernels are this level's
+    const auto eager = chain(x).to_vector(), fused = f(x).to_vector();
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      INFO("element " << i << " at " << ms::cpu::isa_name(l));
+      // Within a level, fused and eager give the same bits; across levels a few ulp.
+      CHECK(fused[i] == eager[i]);
+      CHECK(std::abs(eager[i] - ref[i]) <= 4e-7f * std::max(1.0f, std::abs(ref[i])));
+    }
+  }
+}
+
+}  // namespace isa_test
