@@ -59,8 +59,7 @@ elseif(MODE STREQUAL "find_package")
       -DMS_BUILD_TESTS=OFF -DMS_BUILD_EXAMPLES=OFF
       -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF)
   run("install ms" ${CMAKE_COMMAND} --install ${WORK_DIR}/ms)
-  # Every header of the source tree is installed (the consumer compiles only a few of
-  # them: a program that includes ms.hpp compiles every kernel, minutes at -O0).
+  # Every header of the source tree is installed.
   file(GLOB_RECURSE src_headers RELATIVE ${MS_SOURCE_DIR}/include ${MS_SOURCE_DIR}/include/ms/*.hpp)
   foreach(h IN LISTS src_headers)
     if(NOT EXISTS ${prefix}/include/${h})
@@ -98,21 +97,21 @@ message(STATUS "[packaging.${MODE}] kernel units compiled: ${n_kernel} op unit(s
 if(NOT n_kernel EQUAL 1)
   message(FATAL_ERROR "[packaging.${MODE}] expected the ops' kernel unit compiled once, found ${n_kernel}: ${kernel_objects}")
 endif()
-if(CMAKE_HOST_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+cmake_host_system_information(RESULT host_arch QUERY OS_PLATFORM)
+if(host_arch MATCHES "^(x86_64|AMD64|amd64)$")
   if(NOT n_level EQUAL 3)
     message(FATAL_ERROR "[packaging.${MODE}] expected 3 level units (sse4, avx2, avx512), found ${n_level}")
   endif()
-  # Built without -march: nothing above x86-64 may run before a level is selected.
-  find_program(OBJDUMP objdump)
-  if(OBJDUMP)
-    run("check level code" bash ${CMAKE_CURRENT_LIST_DIR}/check_isa_leaks.sh ${exe} ${level_objects})
-  endif()
+  # Built without -march: nothing above x86-64 may be reachable outside the level code.
+  find_program(OBJDUMP objdump REQUIRED)
+  find_program(PYTHON3 python3 REQUIRED)
+  run("check level code" ${PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/check_isa_leaks.py ${exe})
 endif()
 run("run consumer" ${exe})
 # On CPUs without AVX-512 and without AVX (emulated): the program runs, picks the best
 # level each has (the consumer checks it) and never executes an instruction it lacks.
 find_program(QEMU qemu-x86_64)
-if(QEMU AND CMAKE_HOST_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+if(QEMU AND host_arch MATCHES "^(x86_64|AMD64|amd64)$")
   foreach(cpu IN ITEMS Haswell Nehalem)
     run("run consumer on an emulated ${cpu}" ${QEMU} -cpu ${cpu} ${exe})
   endforeach()
