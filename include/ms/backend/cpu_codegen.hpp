@@ -188,7 +188,9 @@ inline Toolchain toolchain() {
 #else
   f += "-std=gnu++20 -ffp-contract=fast";
 #endif
-  f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS";
+  // MS_NO_CONFIG_CHECK: the generated unit uses only formulas, never the kernels, so the
+  // configuration checks of core/config_check.hpp do not apply to it.
+  f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS -DMS_NO_CONFIG_CHECK";
   // The SIMD features this unit was compiled with: the generated code must pick the same
   // xsimd architecture and the same instructions (FMA inside the math functions).
 #if defined(__SSE4_2__)

@@ -31,3 +31,7 @@
 #else
 #define MS_REGISTRATION(decl, ...) extern decl
 #endif
+
+// A unit whose settings differ from the kernels' (or from the other units') fails at link
+// time or start-up instead of computing with mismatched code (see core/config_check.hpp).
+#include "config_check.hpp"
