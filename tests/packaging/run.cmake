@@ -111,6 +111,18 @@ if(MODE STREQUAL "find_package")
                           "(${rc}): ${err}${out}")
     endif()
     message(STATUS "[packaging.${MODE}] mixed MS_HAVE_BLAS settings fail to link, naming the missing configuration")
+    # Header-only units with different settings link, but the program stops at start-up.
+    run("compile a header-only unit with MS_HAVE_BLAS" ${CXX_COMPILER} -std=c++20 -I${prefix}/include -DMS_HAVE_BLAS=1
+        -c ${mm}/user.cpp -o ${WORK_DIR}/mm_user_blas.o)
+    file(WRITE ${WORK_DIR}/mm_other.cpp "#include <ms/core/linkage.hpp>\nint ms_consumer_kernels() { return 0; }\n")
+    run("compile another without it" ${CXX_COMPILER} -std=c++20 -I${prefix}/include -c ${WORK_DIR}/mm_other.cpp
+        -o ${WORK_DIR}/mm_other.o)
+    run("link them" ${CXX_COMPILER} ${WORK_DIR}/mm_user_blas.o ${WORK_DIR}/mm_other.o -o ${WORK_DIR}/mm_startup)
+    execute_process(COMMAND ${WORK_DIR}/mm_startup RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+    if(rc EQUAL 0 OR NOT "${err}" MATCHES "mixes units compiled with different settings \\(MS_HAVE_BLAS=")
+      message(FATAL_ERROR "[packaging.${MODE}] mixed header-only units ran (${rc}): ${err}${out}")
+    endif()
+    message(STATUS "[packaging.${MODE}] mixed header-only units stop at start-up: ${err}")
   endif()
 endif()
 
