@@ -310,3 +310,17 @@ TEST_CASE("api: from_bytes and to_bytes for every dtype", "[op][api]") {
   }
   CHECK(AnyTensor::from_bytes(DType::f32, Shape{0}, nullptr, 0).numel() == 0);
 }
+
+TEST_CASE("api: nn::MaxPool2d and nn::AvgPool2d take the same options", "[nn][api][pool]") {
+  Tensor<float> x = iota<float>({1, 1, 5, 5});
+  ms::nn::MaxPool2d mp(2, 2, 0, 1, true);
+  CHECK(mp(x).to_vector() == ms::max_pool2d(x, 2, 2, 0, 1, true).to_vector());
+  CHECK(mp.extra_repr() == "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=True");
+  ms::nn::MaxPool2d dil(2, 1, 0, 2);
+  CHECK(dil(x).shape() == Shape{1, 1, 3, 3});
+  CHECK(dil.extra_repr() == "kernel_size=(2, 2), stride=(1, 1), padding=(0, 0), dilation=(2, 2)");
+  ms::nn::AvgPool2d ap(2, 2, 0, true, true, 1);
+  require_values(ap(x), {12, 20, 13, 52, 60, 33, 41, 45, 24}, 0, 0);  // window sums (divisor 1)
+  CHECK(ap.extra_repr() == "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=True, divisor_override=1");
+  CHECK(ms::nn::AvgPool2d(2).extra_repr() == "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0)");
+}
