@@ -8,7 +8,8 @@
 //
 // Everything goes through ms::ops::registry(), so any registered op works, including
 // user-defined ones compiled into a copy of this tool. Exit status: 0 on success, 2 on
-// a usage error or an ms::Error (its message is printed), 1 on anything else.
+// a usage error or an ms::Error (its message is printed), 1 on anything else. Arguments
+// are parsed with CLI11 (errors name the option; --help and --version).
 
 #include <cctype>
 #include <cerrno>
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <ms/ms.hpp>
 // The collectives (all_reduce, broadcast, ...) are listed too. This tool does not link MPI
 // (ms::dist): run here, they see a world of one process, where each is the identity.
@@ -33,29 +35,24 @@ using ms::AnyTensor;
 using ms::DType;
 namespace ops = ms::ops;
 
-constexpr std::string_view kUsage = R"(usage:
+#ifndef MS_VERSION_STRING
+#define MS_VERSION_STRING "unknown"
+#endif
+
+constexpr std::string_view kDescription = R"(ms-op: lists the registered operators and runs any one of them.
   ms-op list [FILTER]
-      Prints every registered op: name, category, the dtypes its CPU kernel accepts,
-      its attributes and a one-line description. FILTER keeps the ops of one category
-      (e.g. movement) or whose name contains FILTER.
   ms-op run OP [--attr KEY=VALUE]... [--dtype DTYPE] [--out FILE.npy] INPUT...
-      Runs OP on the inputs and prints each output.
-      INPUT    a literal: 2.5, -3, true, [1,2,3], [[1,2],[3,4]], with an optional
-               dtype suffix: [1,2,3]:int32, 7:float64; or a .npy file (suffix casts it)
-               A literal without suffix is int64 when all its numbers are integers,
-               float32 when any has a '.', an exponent, inf or nan, bool for true/false
-               (like torch.tensor); --dtype sets the dtype of every literal without suffix.
-      --attr   an attribute, typed by its text: 1 and -2 are ints, 0.5, 1e-3 and inf are
-               floats, true/false bools, [0,1] int lists, float32/int64/... dtypes, anything
-               else a string ("..." forces a string). Repeat for each attribute.
-      --out    writes the output to FILE.npy (several outputs: FILE_0.npy, FILE_1.npy, ...).
   ms-op info
-      Prints which CPU kernels run: the x86-64 level of the elementwise kernels (and the
-      levels compiled into this program), and the GEMM/convolution path.
   ms-op help
-      Prints this text.
-Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).
-)";
+Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).)";
+constexpr std::string_view kInputHelp =
+    R"(a literal: 2.5, -3, true, [1,2,3], [[1,2],[3,4]], with an optional dtype suffix: [1,2,3]:int32, 7:float64;
+or a .npy file (suffix casts it). A literal without suffix is int64 when all its numbers are integers,
+float32 when any has a '.', an exponent, inf or nan, bool for true/false (like torch.tensor).)";
+constexpr std::string_view kAttrHelp =
+    R"(an attribute, typed by its text: 1 and -2 are ints, 0.5, 1e-3 and inf are floats, true/false bools,
+[0,1] int lists, float32/int64/... dtypes, anything else a string ("..." forces a string).
+Repeat for each attribute.)";
 
 /// A usage mistake (printed with a hint to run `ms-op help`).
 struct UsageError : std::runtime_error {
@@ -89,9 +86,7 @@ std::string dtypes_str(ms::DTypeSet s) {
 
 // ---- list -----------------------------------------------------------------------------------
 
-int cmd_list(const std::vector<std::string>& args) {
-  if (args.size() > 1) throw UsageError("list takes at most one FILTER argument");
-  std::string filter = args.empty() ? "" : args[0];
+int cmd_list(const std::string& filter) {
   struct Row {
     std::string name, cat, dtypes, attrs, doc;
   };
@@ -303,42 +298,24 @@ ops::AttrValue parse_attr_value(const std::string& v) {
 
 // ---- run ------------------------------------------------------------------------------------
 
-int cmd_run(const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("run needs an op name: ms-op run OP [options] INPUT...");
-  const ops::OpDef& op = ops::registry().get(args[0]);
+/// The arguments of `ms-op run`, as CLI11 parsed them.
+struct RunArgs {
+  std::string op, dtype, out_path;
+  std::vector<std::string> attrs, inputs;
+};
+
+int cmd_run(const RunArgs& r) {
+  const ops::OpDef& op = ops::registry().get(r.op);
   ops::Attrs attrs;
-  std::string out_path;
-  DType dtype{};
-  bool has_dtype = false;
-  std::vector<std::string> input_args;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value_of = [&](std::string_view flag) -> std::string {
-      // --flag VALUE or --flag=VALUE
-      if (a.size() > flag.size() && a[flag.size()] == '=') return a.substr(flag.size() + 1);
-      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", flag));
-      return args[++i];
-    };
-    auto is_flag = [&](std::string_view flag) {
-      return a == flag || (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=');
-    };
-    if (is_flag("--attr")) {
-      std::string kv = value_of("--attr");
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0)
-        throw UsageError(fmt::format("--attr expects KEY=VALUE, got '{}'", kv));
-      attrs.set(kv.substr(0, eq), parse_attr_value(kv.substr(eq + 1)));
-    } else if (is_flag("--dtype")) {
-      dtype = ms::dtype_from_name(value_of("--dtype"));
-      has_dtype = true;
-    } else if (is_flag("--out")) {
-      out_path = value_of("--out");
-    } else if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
-      throw UsageError(fmt::format("unknown option '{}'", a));
-    } else {
-      input_args.push_back(a);
-    }
+  for (const std::string& kv : r.attrs) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("--attr expects KEY=VALUE, got '{}'", kv));
+    attrs.set(kv.substr(0, eq), parse_attr_value(kv.substr(eq + 1)));
   }
+  const bool has_dtype = !r.dtype.empty();
+  const DType dtype = has_dtype ? ms::dtype_from_name(r.dtype) : DType{};
+  const std::string& out_path = r.out_path;
+  const std::vector<std::string>& input_args = r.inputs;
   std::vector<AnyTensor> inputs;
   for (auto& s : input_args) inputs.push_back(parse_input(s, has_dtype ? &dtype : nullptr));
   std::vector<AnyTensor> outs = ops::call(op, inputs, attrs);
@@ -359,23 +336,60 @@ int cmd_run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{std::string(kDescription), "ms-op"};
+  app.set_version_flag("--version", "ms-op (ms " MS_VERSION_STRING ")");
+  app.require_subcommand(1);
+  std::string filter;
+  CLI::App* list = app.add_subcommand("list", "prints every registered op: name, category, the dtypes its CPU kernel "
+                                              "accepts, its attributes and a one-line description");
+  list->add_option("FILTER", filter, "keeps the ops of one category (e.g. movement) or whose name contains FILTER");
+  RunArgs r;
+  CLI::App* run = app.add_subcommand("run", "runs OP on the inputs and prints each output");
+  run->add_option("OP", r.op, "a registered op (see ms-op list)")->required();
+  // INPUT...: see below
+  // The inputs are the arguments after OP that are no option, taken raw (allow_extras):
+  // as a positional option CLI11 would read a literal like [1,2] as a list of two values.
+  run->allow_extras();
+  run->footer("INPUT: " + std::string(kInputHelp));
+  run->add_option("--attr", r.attrs, std::string(kAttrHelp))->type_name("KEY=VALUE")->allow_extra_args(false);
+  std::vector<std::string> dtype_names;
+  for (int i = 0; i < ms::kNumDTypes; ++i) dtype_names.emplace_back(ms::dtype_name(static_cast<DType>(i)));
+  run->add_option("--dtype", r.dtype, "the dtype of every literal without a suffix")
+      ->type_name("DTYPE")
+      ->check(CLI::IsMember(dtype_names));
+  run->add_option("--out", r.out_path, "writes the output to FILE.npy (several outputs: FILE_0.npy, FILE_1.npy, ...)")
+      ->type_name("FILE.npy");
+  CLI::App* info = app.add_subcommand("info", "prints which CPU kernels run: the x86-64 level of the elementwise "
+                                              "kernels (and the levels compiled into this program), and the GEMM path");
+  app.add_subcommand("help", "prints this text");
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     ms::dist::Context dist_world;  // a world of one process: `ms-op run all_reduce` is the identity
-    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-      fmt::print("{}", kUsage);
+    if (args.empty() || args[0] == "help") {
+      std::cout << app.help();
       return 0;
     }
-    std::string cmd = args[0];
-    args.erase(args.begin());
-    if (cmd == "list") return cmd_list(args);
-    if (cmd == "run") return cmd_run(args);
-    if (cmd == "info") {
-      if (!args.empty()) throw UsageError("info takes no arguments");
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+      std::cout << app.help();
+      return 0;
+    } catch (const CLI::CallForVersion&) {
+      std::cout << app.version() << "\n";
+      return 0;
+    } catch (const CLI::ParseError& e) {
+      throw UsageError(e.what());
+    }
+    if (*list) return cmd_list(filter);
+    if (*info) {
       fmt::print("CPU kernels: {}\n{}\n", ms::cpu::isa_summary(), ms::Profiler::cpu_gemm_line());
       return 0;
     }
-    throw UsageError(fmt::format("unknown command '{}'", cmd));
+    for (const std::string& a : run->remaining()) {
+      if (a.size() > 2 && a.compare(0, 2, "--") == 0) throw UsageError(fmt::format("unknown option '{}'", a));
+      r.inputs.push_back(a);
+    }
+    return cmd_run(r);
   } catch (const UsageError& e) {
     fmt::print(stderr, "ms-op: {} (see: ms-op help)\n", e.what());
     return 2;

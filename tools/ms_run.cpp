@@ -5,7 +5,8 @@
 //   ms-run --backend ascend[:N] --selftest
 //
 // Exit status: 0 on success, 2 on a usage error or an ms::Error (its message is printed),
-// 1 on anything else.
+// 1 on anything else. Arguments are parsed with CLI11: typed options with ranges, errors
+// that name the option, --help and --version.
 
 #include <algorithm>
 #include <chrono>
@@ -16,33 +17,27 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>  // registers "ascend" (AscendCL from $MS_ASCEND_LIBS)
 #include <ms/backend/ascend/selftest.hpp>
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage:
+#ifndef MS_VERSION_STRING
+#define MS_VERSION_STRING "unknown"
+#endif
+
+constexpr std::string_view kDescription = R"(ms-run: runs a frozen model.
   ms-run MODEL [options] INPUT.npy...
       Loads MODEL (a file written by ms::freeze), runs it once on the inputs (one .npy
       file per model input, in order; NAME=FILE.npy gives an input by name) and prints
       each output's dtype, shape and values.
-  options:
-      --backend NAME   the backend to run on: cpu (default), or a device such as ascend or
-                       ascend:1 (loads AscendCL from $MS_ASCEND_LIBS; ops without a device
-                       kernel run on the host CPU with copies). This build: {}
-      --out FILE.npy   writes the output there (several outputs: FILE_0.npy, FILE_1.npy, ...)
-      --repeat N       then runs N more times and prints latency percentiles (ms)
-      --warmup W       untimed runs before the timed ones (default 3 with --repeat)
-      --threads T      intra-op threads
-      --info           prints the model's inputs, outputs, metadata and compiled graph, and exits
   ms-run --backend ascend[:N] --selftest
       Runs every op the Ascend adapter maps (aclnn and AI CPU) once on the device, compares
       it with the CPU and prints a table: op, inputs, engine, kernels, error, time, status
       (exit status 1 when an op failed or differs).
-  ms-run help
-Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).
-)";
+Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).)";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -60,16 +55,51 @@ double percentile(const std::vector<double>& sorted, double p) {
 }
 
 int run(int argc, char** argv) {
+  ms::InferenceOptions opt;
+  std::string model_path, out_path;
+  std::vector<std::string> inputs;
+  long repeat = 0, warmup = -1;
+  int threads = 0;
+  bool info = false, selftest = false;
+  CLI::App app{std::string(kDescription), "ms-run"};
+  app.set_version_flag("--version", "ms-run (ms " MS_VERSION_STRING ")");
+  app.add_option("MODEL", model_path, "a model file written by ms::freeze");
+  app.add_option("INPUT", inputs, "one .npy file per model input, in order, or NAME=FILE.npy");
+  app.add_option("--backend", opt.backend,
+                 fmt::format("the backend to run on: cpu (default), or a device such as ascend or ascend:1 (loads "
+                             "AscendCL from $MS_ASCEND_LIBS; ops without a device kernel run on the host CPU with "
+                             "copies). This build: {}",
+                             fmt::join(ms::inference_backends(), ", ")))
+      ->type_name("NAME");
+  app.add_option("-o,--out", out_path, "writes the output there (several outputs: FILE_0.npy, FILE_1.npy, ...)")
+      ->type_name("FILE.npy");
+  app.add_option("--repeat", repeat, "then runs N more times and prints latency percentiles (ms)")
+      ->type_name("N")
+      ->check(CLI::Range(1L, 1000000000L));
+  app.add_option("--warmup", warmup, "untimed runs before the timed ones (default 3 with --repeat)")
+      ->type_name("W")
+      ->check(CLI::Range(0L, 1000000000L));
+  app.add_option("--threads", threads, "intra-op threads")->type_name("T")->check(CLI::Range(1, 4096));
+  app.add_flag("--info", info, "prints the model's inputs, outputs, metadata and compiled graph, and exits");
+  app.add_flag("--selftest", selftest, "with --backend ascend[:N]: checks every op the Ascend adapter maps");
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-    std::cout << fmt::format(fmt::runtime(kUsage), fmt::join(ms::inference_backends(), ", "));
+  if (args.empty() || args[0] == "help") {  // `ms-run help`, as the other tools take it
+    std::cout << app.help();
     return args.empty() ? 2 : 0;
   }
-  if (std::find(args.begin(), args.end(), "--selftest") != args.end()) {
-    std::string backend = "ascend";
-    for (std::size_t i = 0; i + 1 < args.size(); ++i)
-      if (args[i] == "--backend") backend = args[i + 1];
-    const ms::Device dev = ms::Device::parse(backend);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << app.version() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  if (selftest) {
+    const ms::Device dev = ms::Device::parse(app.count("--backend") ? opt.backend : std::string("ascend"));
     if (dev.type != ms::DeviceType::ascend) throw UsageError("--selftest needs --backend ascend[:N]");
     auto& be = ms::backend::ascend::ascend_backend(dev.index);
     be.warn_on_fallback = false;
@@ -80,34 +110,6 @@ int run(int argc, char** argv) {
     std::cout << fmt::format("{} ops: {} ok, {} failed or differ, {} on the host\n", rows.size(),
                              static_cast<long>(rows.size()) - bad, bad, host);
     return bad == 0 ? 0 : 1;
-  }
-  ms::InferenceOptions opt;
-  std::string model_path, out_path;
-  std::vector<std::string> inputs;
-  long repeat = 0, warmup = -1;
-  int threads = 0;
-  bool info = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      return args[++i];
-    };
-    auto number = [&](const std::string& v, long lo) {
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < lo) throw UsageError(fmt::format("{}: '{}' is not an integer >= {}", a, v, lo));
-      return n;
-    };
-    if (a == "--backend") opt.backend = value();
-    else if (a == "--out" || a == "-o") out_path = value();
-    else if (a == "--repeat") repeat = number(value(), 1);
-    else if (a == "--warmup") warmup = number(value(), 0);
-    else if (a == "--threads") threads = static_cast<int>(number(value(), 1));
-    else if (a == "--info") info = true;
-    else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
-    else if (model_path.empty()) model_path = a;
-    else inputs.push_back(a);
   }
   if (model_path.empty()) throw UsageError("no MODEL given");
   if (threads > 0) ms::set_num_threads(threads);

@@ -46,6 +46,7 @@
 #include "autograd/rules.hpp"
 #include "ops/nn.hpp"
 #include "ops/optim_ops.hpp"
+#include "ops/handles.hpp"
 #include "autograd/nn_rules.hpp"
 #include "nn/nn.hpp"
 #include "optim/optimizer.hpp"

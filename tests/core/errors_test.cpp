@@ -38,7 +38,7 @@ const std::vector<Row>& rows() {
       ROW("integer scalar out of range", ms::mul(Tensor<std::uint8_t>{1}, 300), ms::ValueError,
           "[ms.value_error] mul: scalar 300 is not representable as uint8 (convert the tensor with ms::cast)"),
       ROW("clamp lo > hi", ms::clamp(Tensor<float>{1}, 2.0, 1.0), ms::ValueError,
-          "[ms.value_error] clamp: lo (2) is greater than hi (1)"),
+          "[ms.value_error] clamp: min (2) is greater than max (1)"),
       ROW("integer pow with a negative exponent", ms::pow(Tensor<int>{2}, -1.0), ms::ValueError,
           "[ms.value_error] pow: integer tensors (int32) need a non-negative integer exponent, got -1"),
       ROW("where with a non-bool condition", ms::ops::where(Tensor<float>{1, 0}, Tensor<float>{1, 2}, Tensor<float>{3, 4}),
@@ -120,7 +120,7 @@ const std::vector<Row>& rows() {
           "[ms.value_error] attribute 'perm' is missing"),
       ROW("attribute of the wrong type",
           ms::ops::call1(ms::ops::registry().get("permute"), {m23()}, ms::ops::Attrs{{"perm", 1.5}}), ms::ValueError,
-          "[ms.value_error] attribute 'perm' has the wrong type"),
+          "[ms.value_error] attribute 'perm' has the wrong type: expected a list of ints, got a float 1.5"),
       ROW("duplicate op registration", ms::ops::registry().add(ms::ops::OpDef{.name = "add"}), ms::ValueError,
           "[ms.value_error] register op: an op named 'add' is already registered"),
   };

@@ -656,7 +656,7 @@ TEST_CASE("unary ops reject the dtypes they do not support", "[op][elementwise]"
   MS_REQUIRE_THROWS_MSG(ops::exp(Tensor<std::int32_t>{1, 2}), ms::DTypeError,
                         "[ms.dtype_error] exp: unsupported dtype int32 (supported: float32, float64)");
   MS_REQUIRE_THROWS_MSG(ops::clamp(Tensor<float>{1}, 2.0, 1.0), ms::ValueError,
-                        "[ms.value_error] clamp: lo (2) is greater than hi (1)");
+                        "[ms.value_error] clamp: min (2) is greater than max (1)");
   MS_REQUIRE_THROWS_MSG(ops::pow(Tensor<std::int32_t>{1}, 0.5), ms::ValueError,
                         "[ms.value_error] pow: integer tensors (int32) need a non-negative integer exponent, got 0.5");
 }

@@ -227,7 +227,8 @@ TEST_CASE("conv2d: errors name the op, shapes and dtypes", "[nn][conv2d][errors]
   MS_REQUIRE_THROWS_MSG(ms::conv2d(x, random<float>({4, 3, 3, 3}, 2), {}, 0), ms::ValueError,
                         "[ms.value_error] conv2d: stride must be positive, got (0, 0)");
   MS_REQUIRE_THROWS_MSG(ops::conv2d(ms::zeros<std::int32_t>({1, 3, 5, 5}), ms::zeros<std::int32_t>({4, 3, 3, 3})),
-                        ms::DTypeError, "[ms.dtype_error] conv2d: unsupported dtype int32 (supported: float32, float64)");
+                        ms::DTypeError,
+                        "[ms.dtype_error] conv2d: unsupported dtype int32 for 'input' (input 0; supported: float32, float64)");
 }
 
 // ---- pooling ---------------------------------------------------------------------------------------------
@@ -587,7 +588,7 @@ TEST_CASE("embedding picks rows, out-of-range indices are IndexErrors", "[nn][em
   MS_REQUIRE_THROWS_MSG(ms::embedding(w, Tensor<i64>{-1}), ms::IndexError,
                         "[ms.index_error] embedding: index -1 is out of range for num_embeddings 5");
   MS_REQUIRE_THROWS_MSG(ops::embedding(w, Tensor<float>{1}), ms::DTypeError,
-                        "[ms.dtype_error] embedding: index must be int64 or int32, got float32 (shape (1,))");
+                        "[ms.dtype_error] embedding: 'index' (input 1) must be an int64 or int32 tensor, got float32 (shape (1,))");
   MS_REQUIRE_THROWS_MSG(ms::embedding(random<float>({5}, 1), idx), ms::ShapeError,
                         "[ms.shape_error] embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape (5,)");
 }
@@ -669,7 +670,7 @@ TEST_CASE("loss errors: targets, shapes, dtypes, reductions", "[nn][loss][errors
   MS_REQUIRE_THROWS_MSG(ops::cross_entropy(z, Tensor<std::int32_t>{0, 1, 2, 0}), ms::DTypeError,
                         "[ms.dtype_error] cross_entropy: target must be int64, got int32 (shape (4,))");
   MS_REQUIRE_THROWS_MSG(ops::cross_entropy(ms::zeros<i64>({4, 3}), Tensor<i64>{0, 1, 2, 0}), ms::DTypeError,
-                        "[ms.dtype_error] cross_entropy: unsupported dtype int64 (supported: float32, float64)");
+                        "[ms.dtype_error] cross_entropy: unsupported dtype int64 for 'logits' (input 0; supported: float32, float64)");
   MS_REQUIRE_THROWS_MSG(ms::cross_entropy(random<float>({3}, 1), Tensor<i64>{0}), ms::ShapeError,
                         "[ms.shape_error] cross_entropy: logits must be 2-D (N, C), got shape (3,)");
   MS_REQUIRE_THROWS_MSG(ms::cross_entropy(z, Tensor<i64>{0, 1, 2, 0}, "avg"), ms::ValueError,

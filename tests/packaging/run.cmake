@@ -80,6 +80,53 @@ else()
   message(FATAL_ERROR "run.cmake: unknown MODE '${MODE}'")
 endif()
 
+if(MODE STREQUAL "find_package")
+  # pkg-config: the installed ms.pc alone gives a one-line build of the same consumer.
+  find_program(PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf)
+  file(GLOB_RECURSE ms_pc ${prefix}/ms.pc)
+  if(NOT ms_pc)
+    message(FATAL_ERROR "[packaging.${MODE}] install did not put ms.pc under ${prefix}")
+  endif()
+  if(PKG_CONFIG_EXECUTABLE AND CXX_COMPILER)
+    get_filename_component(pc_dir ${ms_pc} DIRECTORY)
+    set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+    execute_process(COMMAND ${PKG_CONFIG_EXECUTABLE} --cflags --libs ms OUTPUT_VARIABLE pc_flags
+                    RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "[packaging.${MODE}] pkg-config --cflags --libs ms failed (${rc})")
+    endif()
+    separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+    run("build consumer with pkg-config" ${CXX_COMPILER} -O0 ${CONSUMER_DIR}/main.cpp ${pc_flags}
+        -o ${WORK_DIR}/ms_consumer_pc)
+    run("run consumer built with pkg-config" ${WORK_DIR}/ms_consumer_pc)
+    # A unit built with another MS_HAVE_BLAS than the kernels' unit must not link.
+    set(mm ${CONSUMER_DIR}/../config_mismatch)
+    run("compile kernels unit with MS_HAVE_BLAS" ${CXX_COMPILER} -std=c++20 -I${prefix}/include -DMS_SEPARATE_KERNELS
+        -DMS_HAVE_BLAS=1 -c ${mm}/kernels.cpp -o ${WORK_DIR}/mm_kernels.o)
+    run("compile user unit without it" ${CXX_COMPILER} -std=c++20 -I${prefix}/include -DMS_SEPARATE_KERNELS
+        -c ${mm}/user.cpp -o ${WORK_DIR}/mm_user.o)
+    execute_process(COMMAND ${CXX_COMPILER} ${WORK_DIR}/mm_kernels.o ${WORK_DIR}/mm_user.o -o ${WORK_DIR}/mm
+                    RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+    if(rc EQUAL 0 OR NOT "${err}${out}" MATCHES "ms_kernels_built_with_blas0_dnnl0")
+      message(FATAL_ERROR "[packaging.${MODE}] mixing MS_HAVE_BLAS settings linked or gave another error "
+                          "(${rc}): ${err}${out}")
+    endif()
+    message(STATUS "[packaging.${MODE}] mixed MS_HAVE_BLAS settings fail to link, naming the missing configuration")
+    # Header-only units with different settings link, but the program stops at start-up.
+    run("compile a header-only unit with MS_HAVE_BLAS" ${CXX_COMPILER} -std=c++20 -I${prefix}/include -DMS_HAVE_BLAS=1
+        -c ${mm}/user.cpp -o ${WORK_DIR}/mm_user_blas.o)
+    file(WRITE ${WORK_DIR}/mm_other.cpp "#include <ms/core/linkage.hpp>\nint ms_consumer_kernels() { return 0; }\n")
+    run("compile another without it" ${CXX_COMPILER} -std=c++20 -I${prefix}/include -c ${WORK_DIR}/mm_other.cpp
+        -o ${WORK_DIR}/mm_other.o)
+    run("link them" ${CXX_COMPILER} ${WORK_DIR}/mm_user_blas.o ${WORK_DIR}/mm_other.o -o ${WORK_DIR}/mm_startup)
+    execute_process(COMMAND ${WORK_DIR}/mm_startup RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+    if(rc EQUAL 0 OR NOT "${err}" MATCHES "mixes units compiled with different settings \\(MS_HAVE_BLAS=")
+      message(FATAL_ERROR "[packaging.${MODE}] mixed header-only units ran (${rc}): ${err}${out}")
+    endif()
+    message(STATUS "[packaging.${MODE}] mixed header-only units stop at start-up: ${err}")
+  endif()
+endif()
+
 run("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 if(EXISTS ${WORK_DIR}/consumer/ms_consumer)
   set(exe ${WORK_DIR}/consumer/ms_consumer)

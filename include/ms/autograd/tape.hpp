@@ -85,6 +85,10 @@ inline AnyTensor accumulate(const AnyTensor& a, const AnyTensor& b) { return a.d
 inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad,
                                            const std::vector<AnyTensor>* wrt = nullptr) {
   auto& rm = root.impl()->autograd;
+  MS_CHECK(is_floating(root.dtype()), ValueError,
+           "backward: the output is a {} tensor {}; integer and bool outputs (argmax, comparisons, casts to "
+           "integers) carry no gradient; call backward() on a floating output",
+           root.dtype(), shape_str(root.shape()));
   MS_CHECK(rm && (rm->grad_fn || rm->requires_grad), ValueError,
            "backward: the tensor {} {} does not require grad (no input of the ops that made it requires grad)",
            root.dtype(), shape_str(root.shape()));

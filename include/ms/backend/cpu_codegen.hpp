@@ -188,13 +188,14 @@ inline Toolchain toolchain() {
 #else
   f += "-std=gnu++20 -ffp-contract=fast";
 #endif
-  f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS";
+  // MS_NO_CONFIG_CHECK: the generated unit uses only formulas, never the kernels, so the
+  // configuration checks of core/config_check.hpp do not apply to it.
+  f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS -DMS_NO_CONFIG_CHECK";
   // The generated code must pick the same xsimd architecture and the same instructions
   // (FMA inside the math functions) as the interpreter's kernels: those of the CPU level in
   // force (<ms/core/cpu_isa.hpp>), or, for the baseline, the features this unit was
-  // compiled with.
-  // A level's units are compiled with -ffp-contract=off (cmake/msKernels.cmake), whatever
-  // the language mode.
+  // compiled with. A level's units are compiled with -ffp-contract=off
+  // (cmake/msKernels.cmake), whatever the language mode.
   if (const cpu::Isa level = cpu::isa(); level != cpu::Isa::baseline) {
     f += fmt::format(" -march=x86-64-v{} -mtune=generic -ffp-contract=off", static_cast<int>(level) + 1);
   } else {

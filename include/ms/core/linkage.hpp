@@ -32,6 +32,10 @@
 #define MS_REGISTRATION(decl, ...) extern decl
 #endif
 
+// A unit whose settings differ from the kernels' (or from the other units') fails at link
+// time or start-up instead of computing with mismatched code (see core/config_check.hpp).
+#include "config_check.hpp"
+
 /// MS_ELEMENTWISE_REGISTRATION(declaration, op): the registration of an elementwise op, `op`
 /// being make_elementwise_op<F, ...>({...}) (or another expression of that kind). Like
 /// MS_REGISTRATION, and it binds the op to the kernels of the CPU level in force

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,23 @@ class AnyTensor {
     impl->dtype = dtype;
     return AnyTensor(std::move(impl));
   }
+  /// A new contiguous host tensor of a dtype known at run time, from the raw bytes of its
+  /// elements in row-major order (host byte order); `nbytes` must be numel(shape) * dtype_size.
+  static AnyTensor from_bytes(DType dtype, const Shape& shape, const void* bytes, std::size_t nbytes) {
+    AnyTensor t = empty(shape, dtype);
+    MS_CHECK(nbytes == t.nbytes(), ShapeError,
+             "from_bytes: {} bytes given for a {} tensor of shape {}, which needs {} ({} elements of {} bytes)", nbytes,
+             dtype, shape_str(shape), t.nbytes(), t.numel(), dtype_size(dtype));
+    if (nbytes) std::memcpy(t.raw_data(), bytes, nbytes);
+    return t;
+  }
+  static AnyTensor from_bytes(DType dtype, const Shape& shape, std::span<const std::byte> bytes) {
+    return from_bytes(dtype, shape, bytes.data(), bytes.size());
+  }
+  /// The elements' raw bytes in row-major order (copies; any strides; host tensors only):
+  /// from_bytes(t.dtype(), t.shape(), t.to_bytes()) is a copy of t.
+  std::vector<std::byte> to_bytes() const;
+
   /// A tensor over existing storage with the given layout (no copy).
   static AnyTensor view_of(std::shared_ptr<Storage> storage, const Shape& shape, const Shape& strides,
                            std::int64_t offset, DType dtype) {
@@ -127,9 +146,16 @@ class AnyTensor {
   template <Element T>
   Tensor<T> as() const;
 
-  // Autodiff (defined in autograd/tape.hpp).
+  // Autodiff (defined in autograd/tape.hpp); the same names as on Tensor<T> and torch.Tensor.
+  /// True for a leaf that requires grad and for a tensor computed from one.
   bool requires_grad() const;
+  /// Marks a floating leaf as requiring grad (torch.Tensor.requires_grad_); returns *this.
+  AnyTensor& requires_grad_(bool on = true) { return set_requires_grad(on); }
+  /// The gradient accumulated into a leaf by backward() (undefined before any).
+  AnyTensor grad() const { return grad_any(); }
+  /// Deprecated spelling of requires_grad_() (kept for existing code).
   AnyTensor& set_requires_grad(bool on = true);
+  /// Deprecated spelling of grad() (kept for existing code).
   AnyTensor grad_any() const;
   void zero_grad();
   void backward(const AnyTensor& grad_output = AnyTensor()) const;
@@ -203,7 +229,10 @@ class Tensor : public AnyTensor {
   Tensor<T> transpose(std::int64_t a, std::int64_t b) const;
   Tensor<T> permute(const Shape& perm) const;
   Tensor<T> t() const;
-  Tensor<T> slice(std::int64_t axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
+  /// x[start:end:step] along `dim` (a view); std::nullopt or ms::end for an omitted bound,
+  /// negative indices count from the end (Python rules).
+  Tensor<T> slice(std::int64_t dim, std::optional<std::int64_t> start, std::optional<std::int64_t> end = std::nullopt,
+                  std::int64_t step = 1) const;
   Tensor<T> squeeze(std::int64_t axis) const;
   Tensor<T> squeeze() const;
   Tensor<T> unsqueeze(std::int64_t axis) const;
@@ -280,6 +309,24 @@ void for_each_offset(const Shape& shape, const Shape& strides, F&& f) {
   }
 }
 }  // namespace detail
+
+inline std::vector<std::byte> AnyTensor::to_bytes() const {
+  detail::on_host_read("to_bytes()");
+  MS_CHECK(device().is_cpu(), DeviceError, "to_bytes(): tensor is on {}, copy it to the cpu first", device());
+  const std::size_t es = dtype_size(dtype());
+  std::vector<std::byte> out(nbytes());
+  if (is_contiguous()) {
+    if (!out.empty()) std::memcpy(out.data(), raw_data(), out.size());
+    return out;
+  }
+  const std::byte* base = static_cast<const std::byte*>(raw_data());
+  std::byte* p = out.data();
+  detail::for_each_offset(shape(), strides(), [&](std::int64_t off) {
+    std::memcpy(p, base + off * static_cast<std::int64_t>(es), es);
+    p += es;
+  });
+  return out;
+}
 
 template <Element T>
 std::vector<T> Tensor<T>::to_vector() const {

@@ -383,36 +383,49 @@ class Embedding : public Module {
 /// Max pooling over (N, C, H, W); stride defaults to the kernel size.
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0)
-      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
+  explicit MaxPool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0, Int2 dilation = 1,
+                     bool ceil_mode = false)
+      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding), dilation(dilation),
+        ceil_mode(ceil_mode) {}
   Tensor<float> forward(const AnyTensor& x) override {
-    return ms::max_pool2d(detail::float_input("MaxPool2d", x), kernel_size, stride, padding);
+    return ms::max_pool2d(detail::float_input("MaxPool2d", x), kernel_size, stride, padding, dilation, ceil_mode);
   }
   std::string type_name() const override { return "MaxPool2d"; }
-  std::string extra_repr() const override {
-    return fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size), detail::int2_str(stride),
-                       detail::int2_str(padding));
+  std::string extra_repr() const override {  // the options only when they differ from their defaults
+    std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
+                                detail::int2_str(stride), detail::int2_str(padding));
+    if (dilation.h != 1 || dilation.w != 1) r += ", dilation=" + detail::int2_str(dilation);
+    if (ceil_mode) r += ", ceil_mode=True";
+    return r;
   }
-  Int2 kernel_size, stride, padding;
+  Int2 kernel_size, stride, padding, dilation;
+  bool ceil_mode;
 };
 
 /// Average pooling over (N, C, H, W); stride defaults to the kernel size.
 class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(Int2 kernel_size, std::optional<Int2> stride = std::nullopt, Int2 padding = 0,
-                     bool count_include_pad = true)
+                     bool count_include_pad = true, bool ceil_mode = false,
+                     std::optional<std::int64_t> divisor_override = std::nullopt)
       : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding),
-        count_include_pad(count_include_pad) {}
+        count_include_pad(count_include_pad), ceil_mode(ceil_mode), divisor_override(divisor_override) {}
   Tensor<float> forward(const AnyTensor& x) override {
-    return ms::avg_pool2d(detail::float_input("AvgPool2d", x), kernel_size, stride, padding, count_include_pad);
+    return ms::avg_pool2d(detail::float_input("AvgPool2d", x), kernel_size, stride, padding, count_include_pad,
+                          ceil_mode, divisor_override);
   }
   std::string type_name() const override { return "AvgPool2d"; }
-  std::string extra_repr() const override {
-    return fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size), detail::int2_str(stride),
-                       detail::int2_str(padding));
+  std::string extra_repr() const override {  // the options only when they differ from their defaults
+    std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
+                                detail::int2_str(stride), detail::int2_str(padding));
+    if (ceil_mode) r += ", ceil_mode=True";
+    if (divisor_override) r += fmt::format(", divisor_override={}", *divisor_override);
+    return r;
   }
   Int2 kernel_size, stride, padding;
   bool count_include_pad;
+  bool ceil_mode;
+  std::optional<std::int64_t> divisor_override;
 };
 
 /// Average pooling to a fixed (H, W) output size.

@@ -131,6 +131,9 @@ inline MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, co
       for (int i = 0; i < kNumDTypes; ++i)
         if (op.cpu_dtypes.contains(static_cast<DType>(i)))
           ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(i)));
+      if (k < static_cast<int>(op.input_names.size()))
+        MS_THROW(DTypeError, "{}: unsupported dtype {} for '{}' (input {}; supported: {})", op.name, d,
+                 op.input_names[k], k, ok);
       MS_THROW(DTypeError, "{}: unsupported dtype {} (supported: {})", op.name, d, ok);
     }
   }

@@ -24,8 +24,9 @@ Tensor<T> Tensor<T>::t() const {
   return dim() < 2 ? *this : transpose(0, 1);
 }
 template <Element T>
-Tensor<T> Tensor<T>::slice(std::int64_t axis, std::int64_t start, std::int64_t stop, std::int64_t step) const {
-  return ops::slice(*this, axis, start, stop, step);
+Tensor<T> Tensor<T>::slice(std::int64_t dim, std::optional<std::int64_t> start, std::optional<std::int64_t> end,
+                           std::int64_t step) const {
+  return ops::slice(*this, dim, start, end, step);
 }
 template <Element T>
 Tensor<T> Tensor<T>::squeeze(std::int64_t axis) const { return ops::squeeze(*this, axis); }

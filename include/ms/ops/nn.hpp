@@ -56,15 +56,20 @@ inline AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor&
                         Int2 padding = 0, Int2 dilation = 1, std::int64_t groups = 1);
 /// Max pooling over kH x kW windows (stride defaults to the kernel size; padding counts as -inf
 /// and may be at most half the kernel). NaN in a window propagates.
+/// dilation spaces the window's taps; ceil_mode rounds the output size up (PyTorch's rules).
 inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                            Int2 padding = 0);
+                            Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false);
 /// max_pool2d and the int64 index (ih * W + iw within its plane) of each maximum.
 inline std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& x, Int2 kernel_size,
                                                                std::optional<Int2> stride = std::nullopt,
-                                                               Int2 padding = 0);
-/// Average pooling; with count_include_pad the padded zeros count in the divisor (PyTorch's default).
+                                                               Int2 padding = 0, Int2 dilation = 1,
+                                                               bool ceil_mode = false);
+/// Average pooling; with count_include_pad the padded zeros count in the divisor (PyTorch's default);
+/// ceil_mode rounds the output size up; divisor_override replaces every window's divisor.
+/// (count_include_pad comes before ceil_mode here, unlike torch, so older calls keep their meaning.)
 inline AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                            Int2 padding = 0, bool count_include_pad = true);
+                            Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                            std::optional<std::int64_t> divisor_override = std::nullopt);
 /// Average pooling to a fixed output size: output cell i covers input rows
 /// [floor(i * H / Ho), ceil((i + 1) * H / Ho)) (and likewise for columns).
 inline AnyTensor adaptive_avg_pool2d(const AnyTensor& x, Int2 output_size);
@@ -112,14 +117,15 @@ Tensor<T> conv2d(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b = Te
 /// Max pooling (see ops::max_pool2d).
 template <Element T>
 Tensor<T> max_pool2d(const Tensor<T>& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                     Int2 padding = 0) {
-  return ops::max_pool2d(x, kernel_size, stride, padding);
+                     Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false) {
+  return ops::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 /// Average pooling (see ops::avg_pool2d).
 template <Element T>
 Tensor<T> avg_pool2d(const Tensor<T>& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                     Int2 padding = 0, bool count_include_pad = true) {
-  return ops::avg_pool2d(x, kernel_size, stride, padding, count_include_pad);
+                     Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                     std::optional<std::int64_t> divisor_override = std::nullopt) {
+  return ops::avg_pool2d(x, kernel_size, stride, padding, count_include_pad, ceil_mode, divisor_override);
 }
 /// Adaptive average pooling to `output_size`.
 template <Element T>
@@ -659,33 +665,65 @@ inline Cost conv_cost(const OpDef&, std::span<const TensorMeta> in, std::span<co
 
 struct PoolGeom {
   std::int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
+  std::int64_t dh = 1, dw = 1;  ///< dilation (max pooling)
+  std::int64_t divisor = 0;     ///< avg pooling's divisor_override (0: none)
   std::int64_t planes() const { return N * C; }
+  /// True when every window lies inside the plane with no dilation (the fast max-pool path).
+  bool dense() const {
+    return ph == 0 && pw == 0 && dh == 1 && dw == 1 && (Ho - 1) * sh + kh <= H && (Wo - 1) * sw + kw <= W;
+  }
 };
+
+/// Output extent of a pooling over n inputs (effective window k, stride s, padding p), PyTorch's
+/// rule: with ceil_mode the last window may hang over the end but must start inside the input
+/// or its left padding.
+inline std::int64_t pool_out_size(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t p, bool ceil_mode) {
+  const std::int64_t span = n + 2 * p - k;
+  std::int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (o - 1) * s >= n + p) --o;
+  return o;
+}
 
 /// Validates a pooling of an input of shape xs (kernel_size, stride = kernel_size, padding).
 inline PoolGeom pool_geom(const OpDef& op, const Shape& xs, const Attrs& a) {
   MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
   MS_CHECK(a.has("kernel_size"), ValueError, "{}: attribute 'kernel_size' is missing", op.name);
   Int2 kz = pair_attr(op, a, "kernel_size", 1);
-  Int2 s = pair_attr(op, a, "stride", kz), p = pair_attr(op, a, "padding", 0);
+  Int2 s = pair_attr(op, a, "stride", kz), p = pair_attr(op, a, "padding", 0), d = pair_attr(op, a, "dilation", 1);
+  const bool ceil_mode = a.b("ceil_mode", false);
+  const std::int64_t divisor = a.i("divisor_override", 0);
   MS_CHECK(kz.h >= 1 && kz.w >= 1, ValueError, "{}: kernel_size must be positive, got ({}, {})", op.name, kz.h, kz.w);
+  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
+  MS_CHECK(!a.has("divisor_override") || divisor >= 1, ValueError, "{}: divisor_override must be positive, got {}",
+           op.name, divisor);
   MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
   MS_CHECK(p.h >= 0 && p.w >= 0 && 2 * p.h <= kz.h && 2 * p.w <= kz.w, ValueError,
            "{}: padding ({}, {}) must be non-negative and at most half of kernel_size ({}, {})", op.name, p.h, p.w,
            kz.h, kz.w);
   PoolGeom q{xs[0], xs[1], xs[2], xs[3], kz.h, kz.w, s.h, s.w, p.h, p.w, 0, 0};
+  q.dh = d.h, q.dw = d.w, q.divisor = divisor;
+  const std::int64_t eh = d.h * (kz.h - 1) + 1, ew = d.w * (kz.w - 1) + 1;  // the dilated window
   MS_CHECK(q.H >= 1 && q.W >= 1, ShapeError, "{}: input {} has an empty plane", op.name, shape_str(xs));
-  MS_CHECK(kz.h <= q.H + 2 * p.h && kz.w <= q.W + 2 * p.w, ShapeError,
-           "{}: kernel_size ({}, {}) is larger than the padded input ({}, {}) of input {}", op.name, kz.h, kz.w,
-           q.H + 2 * p.h, q.W + 2 * p.w, shape_str(xs));
-  q.Ho = (q.H + 2 * p.h - kz.h) / s.h + 1;
-  q.Wo = (q.W + 2 * p.w - kz.w) / s.w + 1;
+  MS_CHECK(eh <= q.H + 2 * p.h && ew <= q.W + 2 * p.w, ShapeError,
+           "{}: {} ({}, {}) is larger than the padded input ({}, {}) of input {}", op.name,
+           d.h == 1 && d.w == 1 ? "kernel_size" : "the dilated kernel", eh, ew, q.H + 2 * p.h, q.W + 2 * p.w,
+           shape_str(xs));
+  q.Ho = pool_out_size(q.H, eh, s.h, p.h, ceil_mode);
+  q.Wo = pool_out_size(q.W, ew, s.w, p.w, ceil_mode);
   return q;
 }
 
 inline Attrs pool_attrs(Int2 kernel_size, std::optional<Int2> stride, Int2 padding) {
   return Attrs{{"kernel_size", kernel_size.list()}, {"stride", stride.value_or(kernel_size).list()},
                {"padding", padding.list()}};
+}
+/// pool_attrs plus the options that are set only when they differ from their defaults, so a
+/// graph or frozen model without them reads and prints as before.
+inline Attrs pool_attrs(Int2 kernel_size, std::optional<Int2> stride, Int2 padding, Int2 dilation, bool ceil_mode) {
+  Attrs a = pool_attrs(kernel_size, stride, padding);
+  if (dilation.h != 1 || dilation.w != 1) a.set("dilation", dilation.list());
+  if (ceil_mode) a.set("ceil_mode", true);
+  return a;
 }
 
 /// The backward ops of pooling: input 0 is the output gradient; attr input_shape the forward input's.
@@ -776,7 +814,7 @@ void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
                [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t pl = b; pl < e; ++pl) {
       const T* xpl = xp + pl * HW;
-      if (q.ph == 0 && q.pw == 0) {
+      if (q.dense()) {
         // Every window lies inside the plane: a row of windows at a time, visiting each
         // window offset (i, j) for the whole row, so the output columns are independent
         // (the per-window loop below measured 3x slower on a 64x6x28x28 input). Selects
@@ -815,23 +853,25 @@ void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
         continue;
       }
       for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
-        const std::int64_t h0 = oh * q.sh - q.ph, ha = std::max<std::int64_t>(h0, 0), hb = std::min(h0 + q.kh, q.H);
+        const std::int64_t h0 = oh * q.sh - q.ph;
         for (std::int64_t ow = 0; ow < q.Wo; ++ow) {
-          const std::int64_t w0 = ow * q.sw - q.pw, wa = std::max<std::int64_t>(w0, 0), wb = std::min(w0 + q.kw, q.W);
+          const std::int64_t w0 = ow * q.sw - q.pw;
           T best = T(0);
           std::int64_t bi = -1;
-          if (ha < hb && wa < wb) {
-            best = xpl[ha * q.W + wa];
-            bi = ha * q.W + wa;
-          }
-          // The first maximum wins; the first NaN wins and stays.
-          for (std::int64_t ih = ha; ih < hb; ++ih)
-            for (std::int64_t iw = wa; iw < wb; ++iw) {
+          // The taps h0 + i * dh, w0 + j * dw inside the plane, in row-major order: the first
+          // maximum wins; the first NaN wins and stays.
+          for (std::int64_t i = 0; i < q.kh; ++i) {
+            const std::int64_t ih = h0 + i * q.dh;
+            if (ih < 0 || ih >= q.H) continue;
+            for (std::int64_t j = 0; j < q.kw; ++j) {
+              const std::int64_t iw = w0 + j * q.dw;
+              if (iw < 0 || iw >= q.W) continue;
               const T v = xpl[ih * q.W + iw];
-              const bool take = (v > best) | ((v != v) & (best == best));
+              const bool take = bi < 0 || (v > best) | ((v != v) & (best == best));
               best = take ? v : best;
               bi = take ? ih * q.W + iw : bi;
             }
+          }
           yp[pl * P + oh * q.Wo + ow] = best;
           ip[pl * P + oh * q.Wo + ow] = bi;
         }
@@ -887,7 +927,7 @@ void avg_pool_run(const T* src, T* dst, const PoolGeom& q, bool count_include_pa
             wa = std::max<std::int64_t>(w0, 0), wb = std::min(w0 + q.kw, q.W);
             div_w = count_include_pad ? std::min(w0 + q.kw, q.W + q.pw) - w0 : wb - wa;
           }
-          const T scale = T(1) / static_cast<T>(div_h * div_w);
+          const T scale = T(1) / static_cast<T>(q.divisor > 0 ? q.divisor : div_h * div_w);
           if constexpr (Adjoint) {
             const T v = src[pl * P + oh * q.Wo + ow] * scale;
             for (std::int64_t ih = ha; ih < hb; ++ih)
@@ -1316,6 +1356,7 @@ inline void check_ce_attrs(const OpDef& op, const Attrs& a) {
 MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   OpDef d;
   d.name = "conv2d";
+  d.input_names = {"input", "weight", "bias"};
   d.category = Category::nn;
   d.num_inputs = -1;  // x, weight and an optional bias
   d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM";
@@ -1408,7 +1449,7 @@ MS_REGISTRATION(const OpDef& max_pool2d_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 1;
   d.doc = "max over kH x kW windows of x (N, C, H, W); second output: int64 argmax (ih * W + iw) per window";
-  d.attr_names = {"kernel_size", "stride", "padding"};
+  d.attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"};
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
@@ -1434,7 +1475,7 @@ MS_REGISTRATION(const OpDef& max_pool2d_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "gradient of max_pool2d: each output gradient added at its window's argmax";
-  d.attr_names = {"kernel_size", "stride", "padding", "input_shape"};
+  d.attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode", "input_shape"};
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::PoolGeom q;
@@ -1459,7 +1500,7 @@ MS_REGISTRATION(const OpDef& avg_pool2d_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 1;
   d.doc = "mean over kH x kW windows of x (N, C, H, W); count_include_pad counts padded zeros in the divisor";
-  d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad"};
+  d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "ceil_mode", "divisor_override"};
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
@@ -1487,7 +1528,8 @@ MS_REGISTRATION(const OpDef& avg_pool2d_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 1;
   d.doc = "gradient of avg_pool2d: each output gradient spread evenly over its window";
-  d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "input_shape"};
+  d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "ceil_mode", "divisor_override",
+                  "input_shape"};
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::PoolGeom q;
@@ -1747,6 +1789,7 @@ MS_REGISTRATION(const OpDef& dropout_op, registry().add([] {
 MS_REGISTRATION(const OpDef& embedding_op, registry().add([] {
   OpDef d;
   d.name = "embedding";
+  d.input_names = {"weight", "index"};
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "rows of weight (V, D) at an int64/int32 index of any shape: result index.shape + (D,)";
@@ -1755,7 +1798,8 @@ MS_REGISTRATION(const OpDef& embedding_op, registry().add([] {
     MS_CHECK(in[0].shape.rank() == 2, ShapeError, "{}: weight must be 2-D (num_embeddings, embedding_dim), got shape {}",
              op.name, shape_str(in[0].shape));
     MS_CHECK(in[1].dtype == DType::i64 || in[1].dtype == DType::i32, DTypeError,
-             "{}: index must be int64 or int32, got {} (shape {})", op.name, in[1].dtype, shape_str(in[1].shape));
+             "{}: 'index' (input 1) must be an int64 or int32 tensor, got {} (shape {})", op.name, in[1].dtype,
+             shape_str(in[1].shape));
     Shape s = in[1].shape;
     s.push_back(in[0].shape[1]);
     out.push_back({in[0].dtype, s});
@@ -1790,6 +1834,7 @@ MS_REGISTRATION(const OpDef& embedding_op, registry().add([] {
 MS_REGISTRATION(const OpDef& cross_entropy_op, registry().add([] {
   OpDef d;
   d.name = "cross_entropy";
+  d.input_names = {"logits", "target"};
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "cross entropy of logits (N, C) and int64 targets (N,) with a fused, stable log_softmax; label smoothing";
@@ -1833,6 +1878,7 @@ MS_REGISTRATION(const OpDef& cross_entropy_grad_op, registry().add([] {
 MS_REGISTRATION(const OpDef& nll_loss_op, registry().add([] {
   OpDef d;
   d.name = "nll_loss";
+  d.input_names = {"log_probs", "target"};
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "negative log likelihood: -log_probs[i, target[i]] for log_probs (N, C), reduced by mean/sum/none";
@@ -1960,18 +2006,21 @@ inline AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor&
   return b.defined() ? call1(conv2d_op, {x, w, b}, a) : call1(conv2d_op, {x, w}, a);
 }
 inline std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& x, Int2 kernel_size,
-                                                               std::optional<Int2> stride, Int2 padding) {
+                                                               std::optional<Int2> stride, Int2 padding,
+                                                               Int2 dilation, bool ceil_mode) {
   const AnyTensor in[1] = {x};
-  auto out = call(max_pool2d_op, in, detail::pool_attrs(kernel_size, stride, padding));
+  auto out = call(max_pool2d_op, in, detail::pool_attrs(kernel_size, stride, padding, dilation, ceil_mode));
   return {out[0], out[1]};
 }
-inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding) {
-  return max_pool2d_with_indices(x, kernel_size, stride, padding).first;
+inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
+                            Int2 dilation, bool ceil_mode) {
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 inline AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
-                            bool count_include_pad) {
-  return call1(avg_pool2d_op, {x},
-               detail::pool_attrs(kernel_size, stride, padding).set("count_include_pad", count_include_pad));
+                            bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
+  Attrs a = detail::pool_attrs(kernel_size, stride, padding, 1, ceil_mode).set("count_include_pad", count_include_pad);
+  if (divisor_override) a.set("divisor_override", *divisor_override);
+  return call1(avg_pool2d_op, {x}, a);
 }
 inline AnyTensor adaptive_avg_pool2d(const AnyTensor& x, Int2 output_size) {
   return call1(adaptive_avg_pool2d_op, {x}, Attrs{{"output_size", output_size.list()}});
@@ -2013,7 +2062,15 @@ inline std::pair<AnyTensor, AnyTensor> dropout_with_mask(const AnyTensor& x, dou
 inline AnyTensor dropout(const AnyTensor& x, double p, bool training, std::optional<std::uint64_t> seed) {
   return dropout_with_mask(x, p, training, seed).first;
 }
-inline AnyTensor embedding(const AnyTensor& weight, const AnyTensor& index) { return call1(embedding_op, {weight, index}); }
+inline AnyTensor embedding(const AnyTensor& weight, const AnyTensor& index) {
+  // torch.nn.functional.embedding takes (input, weight): say so when the operands look swapped.
+  MS_CHECK(!(weight.defined() && index.defined() && is_integral(weight.dtype()) && is_floating(index.dtype())),
+           DTypeError,
+           "embedding: index must be an integer tensor (got {} as 'index' and {} as 'weight'); ms::embedding takes "
+           "(weight, index), the reverse of torch's embedding(input, weight)",
+           index.dtype(), weight.dtype());
+  return call1(embedding_op, {weight, index});
+}
 inline AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction,
                                double label_smoothing, std::int64_t ignore_index) {
   return call1(cross_entropy_op, {logits, target},

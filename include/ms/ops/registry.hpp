@@ -92,8 +92,25 @@ class Attrs {
     const AttrValue* v = find(key);
     MS_CHECK(v != nullptr, ValueError, "attribute '{}' is missing", key);
     const V* p = std::get_if<V>(v);
-    MS_CHECK(p != nullptr, ValueError, "attribute '{}' has the wrong type", key);
+    MS_CHECK(p != nullptr, ValueError, "attribute '{}' has the wrong type: expected {}, got {} {}", key,
+             kind_name(AttrValue(V{})), kind_name(*v), value_str(*v));
     return *p;
+  }
+  /// What an attribute value is, for messages: "an int", "a dtype (one of float32, ...)".
+  static std::string kind_name(const AttrValue& v) {
+    switch (v.index()) {
+      case 0: return "an int";
+      case 1: return "a float";
+      case 2: return "a bool";
+      case 3: {
+        std::string names;
+        for (int i = 0; i < kNumDTypes; ++i)
+          names += (i ? ", " : "") + std::string(dtype_name(static_cast<DType>(i)));
+        return "a dtype (one of " + names + ")";
+      }
+      case 4: return "a list of ints";
+      default: return "a string";
+    }
   }
   std::int64_t i(std::string_view key) const { return get<std::int64_t>(key); }
   std::int64_t i(std::string_view key, std::int64_t dflt) const { return has(key) ? i(key) : dflt; }
@@ -289,6 +306,8 @@ struct OpDef {
   int num_inputs = 1;               ///< -1: variadic
   std::string doc;                  ///< one line, shown in the op list
   std::vector<std::string> attr_names;  ///< documented attributes, e.g. {"axis", "keepdim"}
+  /// Parameter names of the inputs (optional), named by errors: "for 'index' (input 1)".
+  std::vector<std::string> input_names;
   InferFn infer = nullptr;
   KernelFn kernel = nullptr;        ///< CPU kernel (null for view ops)
   ViewFn view = nullptr;            ///< view ops: makes the aliasing output

@@ -4,6 +4,7 @@
 // kernel, fusion and the op list alike. Gradients are attached in ops/grad.hpp.
 
 #include <limits>
+#include <optional>
 
 #include "elementwise.hpp"
 
@@ -170,10 +171,19 @@ inline AnyTensor leaky_relu(const AnyTensor& x, double slope = 0.01) {
   return call1(leaky_relu_op, {x}, Attrs{{"slope", slope}});
 }
 inline AnyTensor elu(const AnyTensor& x, double alpha = 1.0) { return call1(elu_op, {x}, Attrs{{"alpha", alpha}}); }
-inline AnyTensor clamp(const AnyTensor& x, double lo, double hi) {
-  MS_CHECK(!(lo > hi), ValueError, "clamp: lo ({}) is greater than hi ({})", lo, hi);
+/// Limits every element to [min, max]; an omitted bound (std::nullopt) leaves that side open.
+/// The attributes keep the names lo and hi of the frozen-model format.
+inline AnyTensor clamp(const AnyTensor& x, std::optional<double> min, std::optional<double> max = std::nullopt) {
+  MS_CHECK(min || max, ValueError, "clamp: at least one of min and max must be given");
+  const double lo = min.value_or(-std::numeric_limits<double>::infinity());
+  const double hi = max.value_or(std::numeric_limits<double>::infinity());
+  MS_CHECK(!(lo > hi), ValueError, "clamp: min ({}) is greater than max ({})", lo, hi);
   return call1(clamp_op, {x}, Attrs{{"lo", lo}, {"hi", hi}});
 }
+/// max(x, min): clamp with a lower bound only.
+inline AnyTensor clamp_min(const AnyTensor& x, double min) { return clamp(x, min, std::nullopt); }
+/// min(x, max): clamp with an upper bound only.
+inline AnyTensor clamp_max(const AnyTensor& x, double max) { return clamp(x, std::nullopt, max); }
 inline AnyTensor pow(const AnyTensor& x, double exponent) {
   if (is_integral(x.dtype()))
     MS_CHECK(exponent == std::floor(exponent) && exponent >= 0, ValueError,
@@ -188,9 +198,17 @@ Tensor<T> leaky_relu(const Tensor<T>& x, double slope = 0.01) { return ops::leak
 /// x if x > 0 else alpha * (e^x - 1).
 template <Element T>
 Tensor<T> elu(const Tensor<T>& x, double alpha = 1.0) { return ops::elu(x, alpha); }
-/// Limits every element to [lo, hi].
+/// Limits every element to [min, max] (torch.clamp); std::nullopt leaves a side open.
 template <Element T>
-Tensor<T> clamp(const Tensor<T>& x, double lo, double hi) { return ops::clamp(x, lo, hi); }
+Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<double> max = std::nullopt) {
+  return ops::clamp(x, min, max);
+}
+/// max(x, min) elementwise (torch.clamp_min).
+template <Element T>
+Tensor<T> clamp_min(const Tensor<T>& x, double min) { return ops::clamp_min(x, min); }
+/// min(x, max) elementwise (torch.clamp_max).
+template <Element T>
+Tensor<T> clamp_max(const Tensor<T>& x, double max) { return ops::clamp_max(x, max); }
 /// x raised to a scalar power.
 template <Element T>
 Tensor<T> pow(const Tensor<T>& x, double exponent) { return ops::pow(x, exponent); }

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "elementwise.hpp"
 
@@ -335,9 +336,15 @@ inline AnyTensor transpose(const AnyTensor& x, std::int64_t a, std::int64_t b) {
   std::swap(p[ia], p[ib]);
   return permute(x, p);
 }
-inline AnyTensor slice(const AnyTensor& x, std::int64_t axis, std::int64_t start, std::int64_t stop,
-                       std::int64_t step = 1) {
-  return call1(slice_op, {x}, Attrs{{"axis", axis}, {"start", start}, {"stop", stop}, {"step", step}});
+/// x[start:end:step] along `dim` (Python rules: negative indices count from the end; an omitted
+/// start or end, std::nullopt or ms::end, means the whole extent in the step's direction).
+inline AnyTensor slice(const AnyTensor& x, std::int64_t dim, std::optional<std::int64_t> start,
+                       std::optional<std::int64_t> end = std::nullopt, std::int64_t step = 1) {
+  Attrs a{{"axis", dim}};  // the attribute names (axis, stop) of the frozen-model format
+  if (start) a.set("start", *start);
+  if (end) a.set("stop", *end);
+  a.set("step", step);
+  return call1(slice_op, {x}, a);
 }
 inline AnyTensor expand(const AnyTensor& x, const IntList& shape) { return call1(expand_op, {x}, Attrs{{"shape", shape}}); }
 inline AnyTensor unsqueeze(const AnyTensor& x, std::int64_t axis) {
@@ -379,6 +386,9 @@ inline AnyTensor cast(const AnyTensor& x, DType dtype) {
 }  // namespace ms::ops
 
 namespace ms {
+/// "To the end" for slice: x.slice(0, 2, ms::end) is x[2:] (what Python writes x[2:]).
+inline constexpr std::nullopt_t end = std::nullopt;
+
 /// Converts a tensor to element type U (returns the input when it already is U).
 template <Element U, Element T>
 Tensor<U> cast(const Tensor<T>& x) { return ops::cast(x, dtype_v<U>); }

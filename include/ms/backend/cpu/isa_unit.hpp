@@ -30,6 +30,11 @@
 #if !defined(MS_SEPARATE_KERNELS)
 #define MS_SEPARATE_KERNELS  // the ops themselves are registered by the program's kernel unit
 #endif
+// No start-up code: the configuration check of core/config_check.hpp (a per-unit static
+// initializer) stays out of a level unit; the unit that defines the ops checks the program.
+#if !defined(MS_NO_CONFIG_CHECK)
+#define MS_NO_CONFIG_CHECK
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
