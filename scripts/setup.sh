@@ -10,7 +10,8 @@ set -euo pipefail
 packages=(cmake g++ make libeigen3-dev libxsimd-dev libfmt-dev catch2
           nlohmann-json3-dev libbenchmark-dev zlib1g-dev
           dataset-fashion-mnist python3-numpy graphviz libopenblas-openmp-dev libdnnl-dev
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin
+          libonnx-dev libprotobuf-dev libonnx-testdata)
 
 for arg in "$@"; do
   case "$arg" in
