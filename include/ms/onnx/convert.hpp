@@ -345,12 +345,22 @@ inline std::vector<AnyTensor> IsInf(const NodeCtx& c) {
   return one(o::ne(x, x));  // neither: all false (x != x only for NaN, never both flags off in practice)
 }
 
+/// Input 1 of a binary op; before opset 7 with broadcast=1 and `axis`, B's dims align with A's
+/// from `axis` on (B gets trailing 1s), else from the right as in NumPy.
+inline AnyTensor legacy_broadcast(const NodeCtx& c) {
+  const AnyTensor& a = c.in(0);
+  AnyTensor b = c.in(1);
+  if (!c.has_attr("axis") || c.opset() >= 7) return b;
+  const int axis = axis_of(c, c.ai("axis", 0), a.dim());
+  IntList s = b.shape().vec();
+  while (static_cast<int>(s.size()) + axis < a.dim()) s.push_back(1);
+  return o::reshape(b, s);
+}
 #define MS_ONNX_BINARY(Name, fn)                                                      \
   inline std::vector<AnyTensor> Name(const NodeCtx& c) {                             \
     if (c.ai("broadcast", 1) == 0 && c.in(0).shape() != c.in(1).shape())               \
       c.fail("broadcast=0 with different shapes");                                     \
-    if (c.has_attr("axis")) c.fail("legacy broadcast with an axis attribute");         \
-    return one(fn(c.in(0), c.in(1)));                                                  \
+    return one(fn(c.in(0), legacy_broadcast(c)));                                       \
   }
 MS_ONNX_BINARY(Add, o::add)
 MS_ONNX_BINARY(Sub, o::sub)
@@ -371,7 +381,8 @@ inline AnyTensor trunc_div(const AnyTensor& a, const AnyTensor& b) {
   return o::mul(o::sign(q), o::floor(o::abs(q)));
 }
 inline std::vector<AnyTensor> Div(const NodeCtx& c) {
-  const AnyTensor &a = c.in(0), &b = c.in(1);
+  const AnyTensor& a = c.in(0);
+  const AnyTensor b = legacy_broadcast(c);
   if (is_float(a.dtype())) return one(o::div(a, b));
   if (a.dtype() != b.dtype()) c.fail(fmt::format("operands of dtypes {} and {}", a.dtype(), b.dtype()));
   if (a.dtype() != DType::i32 && a.dtype() != DType::i64 && a.dtype() != DType::u8)
@@ -391,7 +402,7 @@ inline std::vector<AnyTensor> Mod(const NodeCtx& c) {
 }
 inline std::vector<AnyTensor> Pow(const NodeCtx& c) {
   const AnyTensor& a = c.in(0);
-  AnyTensor b = c.in(1);
+  AnyTensor b = legacy_broadcast(c);
   if (b.dtype() != a.dtype()) b = o::cast(b, a.dtype());
   return one(o::pow(a, b));
 }
@@ -499,7 +510,6 @@ inline std::vector<AnyTensor> Gemm(const NodeCtx& c) {
   AnyTensor a = c.in(0), b = c.in(1);
   const double alpha = c.af("alpha", 1.0), beta = c.af("beta", 1.0);
   const bool ta = c.ai("transA", 0) != 0, tb = c.ai("transB", 0) != 0;
-  if (c.opset() < 7 && c.has_attr("broadcast")) c.fail("legacy broadcast attribute");
   if (!ta && tb && alpha == 1.0 && (!c.has(2) || (beta == 1.0 && c.in(2).dim() == 1 && c.in(2).shape()[0] == b.shape()[0])))
     return one(o::linear(a, b, c.has(2) ? c.in(2) : AnyTensor()));
   if (ta) a = o::transpose(a, 0, 1);
@@ -1015,6 +1025,206 @@ inline std::vector<AnyTensor> EyeLike(const NodeCtx& c) {
   return one(o::cast(mask, d));
 }
 
+// ---- resizing ---------------------------------------------------------------------------------
+
+/// Resize along one axis: each output coordinate maps to a source coordinate (the coordinate
+/// transformation mode), read as taps of the input (index_select) times per-output weights.
+struct ResizeSpec {
+  std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
+  double cubic_a = -0.75, extrapolation = 0;
+  bool exclude_outside = false;
+};
+inline AnyTensor resize_axis(const NodeCtx& c, const AnyTensor& x, int axis, std::int64_t out, double scale,
+                             double roi_start, double roi_end, const ResizeSpec& r) {
+  const std::int64_t in = x.shape()[axis];
+  if (in == 0 || out == 0) c.fail("resizing an empty axis");
+  std::vector<double> src(static_cast<std::size_t>(out));
+  std::vector<bool> outside(static_cast<std::size_t>(out), false);
+  // The resized length in the formulas is in * scale, unrounded (the ONNX reference).
+  const double len = static_cast<double>(in) * scale;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const double xr = static_cast<double>(i);
+    double xo;
+    if (r.coord == "half_pixel") xo = (xr + 0.5) / scale - 0.5;
+    else if (r.coord == "pytorch_half_pixel") xo = len > 1 ? (xr + 0.5) / scale - 0.5 : 0;
+    else if (r.coord == "align_corners") xo = len == 1 ? 0 : xr * static_cast<double>(in - 1) / (len - 1);
+    else if (r.coord == "asymmetric") xo = xr / scale;
+    else if (r.coord == "tf_half_pixel_for_nn") xo = (xr + 0.5) / scale;
+    else if (r.coord == "tf_crop_and_resize") {
+      xo = len > 1 ? roi_start * static_cast<double>(in - 1) +
+                         xr * (roi_end - roi_start) * static_cast<double>(in - 1) / (len - 1)
+                   : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
+      outside[static_cast<std::size_t>(i)] = xo < 0 || xo > static_cast<double>(in - 1);
+    } else c.fail(fmt::format("coordinate_transformation_mode \"{}\"", r.coord));
+    src[static_cast<std::size_t>(i)] = xo;
+  }
+  auto clampi = [&](std::int64_t k) { return std::clamp<std::int64_t>(k, 0, in - 1); };
+  std::vector<IntList> idx;
+  std::vector<std::vector<double>> wts;
+  if (r.mode == "nearest") {
+    IntList k(static_cast<std::size_t>(out));
+    for (std::int64_t i = 0; i < out; ++i) {
+      const double xo = src[static_cast<std::size_t>(i)];
+      double v;
+      if (r.nearest == "round_prefer_floor") v = xo == std::floor(xo) + 0.5 ? std::floor(xo) : std::round(xo);
+      else if (r.nearest == "round_prefer_ceil") v = std::round(xo);
+      else if (r.nearest == "floor") v = std::floor(xo);
+      else if (r.nearest == "ceil") v = std::ceil(xo);
+      else c.fail(fmt::format("nearest_mode \"{}\"", r.nearest));
+      k[static_cast<std::size_t>(i)] = clampi(static_cast<std::int64_t>(v));
+    }
+    idx.push_back(k);
+    wts.push_back(std::vector<double>(static_cast<std::size_t>(out), 1.0));
+  } else if (r.mode == "linear" || r.mode == "cubic") {
+    const bool cubic = r.mode == "cubic";
+    const int taps = cubic ? 4 : 2;
+    idx.assign(static_cast<std::size_t>(taps), IntList(static_cast<std::size_t>(out)));
+    wts.assign(static_cast<std::size_t>(taps), std::vector<double>(static_cast<std::size_t>(out)));
+    const double A = r.cubic_a;
+    for (std::int64_t i = 0; i < out; ++i) {
+      const double xo = src[static_cast<std::size_t>(i)];
+      const double f = std::floor(xo), t = xo - f;
+      const auto base = static_cast<std::int64_t>(f) - (cubic ? 1 : 0);
+      double w[4];
+      if (cubic) {
+        w[0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+        w[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+        w[2] = ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1;
+        w[3] = ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A;
+      } else {
+        w[0] = 1 - t;
+        w[1] = t;
+      }
+      double total = 0;
+      for (int k = 0; k < taps; ++k) {
+        const std::int64_t j = base + k;
+        if (r.exclude_outside && (j < 0 || j >= in)) w[k] = 0;
+        total += w[k];
+      }
+      for (int k = 0; k < taps; ++k) {
+        idx[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = clampi(base + k);
+        wts[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = r.exclude_outside && total != 0 ? w[k] / total : w[k];
+      }
+    }
+  } else {
+    c.fail(fmt::format("mode \"{}\"", r.mode));
+  }
+  IntList wshape(static_cast<std::size_t>(x.dim()), 1);
+  wshape[static_cast<std::size_t>(axis)] = out;
+  auto vec = [&](const std::vector<double>& v) {
+    AnyTensor t = AnyTensor::empty(Shape(wshape), x.dtype());
+    visit_dtype(x.dtype(), [&]<class T>() {
+      if constexpr (std::is_floating_point_v<T>)
+        for (std::size_t k = 0; k < v.size(); ++k) static_cast<T*>(t.raw_data())[k] = static_cast<T>(v[k]);
+    });
+    return t;
+  };
+  AnyTensor y;
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    AnyTensor tap = o::index_select(x, axis, i64_tensor(idx[k]));
+    if (r.mode != "nearest") tap = o::mul(tap, vec(wts[k]));
+    y = y.defined() ? o::add(y, tap) : tap;
+  }
+  if (r.coord == "tf_crop_and_resize" && std::find(outside.begin(), outside.end(), true) != outside.end()) {
+    AnyTensor m = AnyTensor::empty(Shape(wshape), DType::b8);
+    for (std::size_t k = 0; k < outside.size(); ++k) static_cast<bool*>(m.raw_data())[k] = outside[k];
+    y = o::where(m, o::full(Shape{}, r.extrapolation, x.dtype()), y);
+  }
+  return y;
+}
+inline std::vector<AnyTensor> resize_common(const NodeCtx& c, const std::vector<double>& scales_in, const IntList& sizes,
+                                            const std::vector<double>& roi, const ResizeSpec& r) {
+  AnyTensor x = c.in(0);
+  if (!is_float(x.dtype()) && r.mode != "nearest") need_float(c, x);
+  if (!is_float(x.dtype()) && r.mode == "nearest" && x.dtype() != DType::i32 && x.dtype() != DType::i64)
+    need_float(c, x);
+  const int rank = x.dim();
+  if (!scales_in.empty() && static_cast<int>(scales_in.size()) != rank) c.fail("scales must have one entry per axis");
+  if (!sizes.empty() && static_cast<int>(sizes.size()) != rank) c.fail("sizes must have one entry per axis");
+  if (scales_in.empty() && sizes.empty()) c.fail("neither scales nor sizes is given");
+  for (int a = 0; a < rank; ++a) {
+    const std::int64_t in = x.shape()[a];
+    std::int64_t out;
+    double scale;
+    if (!sizes.empty()) {
+      out = sizes[static_cast<std::size_t>(a)];
+      scale = static_cast<double>(out) / static_cast<double>(in);
+    } else {
+      scale = scales_in[static_cast<std::size_t>(a)];
+      if (!(scale > 0)) c.fail(fmt::format("scale {} must be positive", scale));
+      out = static_cast<std::int64_t>(std::floor(static_cast<double>(in) * scale));
+    }
+    const double rs = roi.empty() ? 0 : roi[static_cast<std::size_t>(a)];
+    const double re = roi.empty() ? 1 : roi[static_cast<std::size_t>(a + rank)];
+    if (out == in && scale == 1.0 && r.coord != "tf_crop_and_resize") continue;
+    x = resize_axis(c, x, a, out, scale, rs, re, r);
+  }
+  return one(x);
+}
+inline std::vector<AnyTensor> Resize(const NodeCtx& c) {
+  ResizeSpec r;
+  r.mode = c.as("mode", "nearest");
+  r.coord = c.as("coordinate_transformation_mode", c.opset() < 11 ? "asymmetric" : "half_pixel");
+  r.nearest = c.as("nearest_mode", c.opset() < 11 ? "floor" : "round_prefer_floor");
+  r.cubic_a = c.af("cubic_coeff_a", -0.75);
+  r.exclude_outside = c.ai("exclude_outside", 0) != 0;
+  r.extrapolation = c.af("extrapolation_value", 0.0);
+  if (c.opset() < 11) return resize_common(c, c.doubles(1), {}, {}, r);
+  std::vector<double> roi, scales;
+  IntList sizes;
+  if (c.has(1) && c.in(1).numel() > 0) roi = c.doubles(1);
+  if (c.has(2) && c.in(2).numel() > 0) scales = c.doubles(2);
+  if (c.has(3) && c.in(3).numel() > 0) sizes = c.ints(3);
+  if (!roi.empty() && static_cast<int>(roi.size()) != 2 * c.in(0).dim()) c.fail("roi must have 2 entries per axis");
+  return resize_common(c, scales, sizes, r.coord == "tf_crop_and_resize" ? roi : std::vector<double>{}, r);
+}
+inline std::vector<AnyTensor> Upsample(const NodeCtx& c) {
+  ResizeSpec r;
+  r.mode = c.as("mode", "nearest");
+  r.coord = "asymmetric";
+  r.nearest = "floor";
+  return resize_common(c, c.opset() < 9 ? c.afloats("scales") : c.doubles(1), {}, {}, r);
+}
+
+// ---- losses -----------------------------------------------------------------------------------
+
+/// NegativeLogLikelihoodLoss on log-probabilities x (N, C, d...) and targets (N, d...): picks
+/// -x[n, t, d...], weighted by weight[t] and 0 at ignore_index; mean divides by the weights' sum.
+inline AnyTensor nll(const NodeCtx& c, const AnyTensor& x, const AnyTensor& target, const AnyTensor& weight) {
+  if (x.dim() < 2) c.fail("input of rank < 2");
+  const std::string red = c.as("reduction", "mean");
+  if (red != "mean" && red != "sum" && red != "none") c.fail(fmt::format("reduction \"{}\"", red));
+  AnyTensor t = o::cast(target, DType::i64);
+  AnyTensor keep;
+  if (c.has_attr("ignore_index")) {
+    keep = o::ne(t, static_cast<double>(c.ai("ignore_index", 0)));
+    t = o::where(keep, t, o::zeros(Shape{}, DType::i64));
+  }
+  AnyTensor picked = o::squeeze(o::gather(x, 1, o::unsqueeze(t, 1)), 1);
+  AnyTensor w;
+  if (weight.defined()) w = o::reshape(o::index_select(weight, 0, o::reshape(t, {t.numel()})), t.shape().vec());
+  if (keep.defined()) {
+    AnyTensor k = o::cast(keep, x.dtype());
+    w = w.defined() ? o::mul(w, k) : k;
+  }
+  AnyTensor loss = o::neg(picked);
+  if (w.defined()) loss = o::mul(loss, w);
+  if (red == "none") return loss;
+  if (red == "sum") return o::sum(loss);
+  return w.defined() ? o::div(o::sum(loss), o::sum(w)) : o::mean(loss);
+}
+inline std::vector<AnyTensor> NegativeLogLikelihoodLoss(const NodeCtx& c) {
+  return one(nll(c, c.in(0), c.in(1), c.has(2) ? c.in(2) : AnyTensor()));
+}
+inline std::vector<AnyTensor> SoftmaxCrossEntropyLoss(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  need_float(c, x);
+  AnyTensor lp = o::log_softmax(x, 1);
+  std::vector<AnyTensor> r{nll(c, lp, c.in(1), c.has(2) ? c.in(2) : AnyTensor())};
+  if (c.wants_output(1)) r.push_back(lp);
+  return r;
+}
+
 #define MS_ONNX_ROW(Name) {#Name, &Name}
 /// The conversion table: ONNX op type -> row.
 inline const std::map<std::string, ConvertFn, std::less<>>& table() {
@@ -1047,7 +1257,8 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
       MS_ONNX_ROW(Tile), MS_ONNX_ROW(Gather), MS_ONNX_ROW(GatherElements), {"Shape", &Shape_}, MS_ONNX_ROW(Size),
       MS_ONNX_ROW(Constant), MS_ONNX_ROW(ConstantOfShape), MS_ONNX_ROW(Range), MS_ONNX_ROW(OneHot),
       MS_ONNX_ROW(Trilu), MS_ONNX_ROW(CumSum), MS_ONNX_ROW(Pad), MS_ONNX_ROW(DepthToSpace),
-      MS_ONNX_ROW(SpaceToDepth), MS_ONNX_ROW(EyeLike),
+      MS_ONNX_ROW(SpaceToDepth), MS_ONNX_ROW(EyeLike), MS_ONNX_ROW(NegativeLogLikelihoodLoss),
+      MS_ONNX_ROW(SoftmaxCrossEntropyLoss), MS_ONNX_ROW(Resize), MS_ONNX_ROW(Upsample),
   };
   return t;
 }
