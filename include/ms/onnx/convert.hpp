@@ -549,6 +549,114 @@ inline std::vector<AnyTensor> Conv(const NodeCtx& c) {
   return one(y);
 }
 
+/// ConvTranspose as a convolution: zeros inserted between the input's elements (stride), the
+/// borders padded by dilation * (kernel - 1) - pads, and the kernel flipped with its channel
+/// axes swapped per group.
+inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
+  AnyTensor x = c.in(0), w = c.in(1);
+  const int nd = x.dim() - 2;
+  if (nd != 1 && nd != 2) c.fail(fmt::format("{}-d transposed convolution (1-d and 2-d are supported)", nd));
+  const std::int64_t g = c.ai("group", 1);
+  IntList ks = c.aints("kernel_shape");
+  if (ks.empty()) for (int i = 2; i < w.dim(); ++i) ks.push_back(w.shape()[i]);
+  IntList s = c.aints("strides", IntList(nd, 1)), d = c.aints("dilations", IntList(nd, 1));
+  IntList pads = c.aints("pads", IntList(2 * nd, 0)), op = c.aints("output_padding", IntList(nd, 0));
+  IntList oshape = c.aints("output_shape");
+  const std::string ap = c.as("auto_pad", "NOTSET");
+  if (static_cast<int>(ks.size()) != nd || static_cast<int>(s.size()) != nd || static_cast<int>(d.size()) != nd ||
+      static_cast<int>(pads.size()) != 2 * nd || static_cast<int>(op.size()) != nd)
+    c.fail("kernel_shape, strides, dilations, pads or output_padding do not match the spatial rank");
+  if (!oshape.empty() && static_cast<int>(oshape.size()) != nd) {
+    if (static_cast<int>(oshape.size()) == nd + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
+    else c.fail("output_shape does not match the spatial rank");
+  }
+  IntList pb(pads.begin(), pads.begin() + nd), pe(pads.begin() + nd, pads.end());
+  for (int i = 0; i < nd; ++i) {
+    const std::int64_t in = x.shape()[2 + i];
+    const std::int64_t full = s[i] * (in - 1) + op[i] + (ks[i] - 1) * d[i] + 1;
+    std::int64_t want = -1;
+    if (!oshape.empty()) want = oshape[i];
+    else if (ap == "SAME_UPPER" || ap == "SAME_LOWER") want = in * s[i];
+    else if (ap == "VALID") pb[i] = pe[i] = 0;
+    else if (ap != "NOTSET") c.fail(fmt::format("auto_pad \"{}\"", ap));
+    if (want >= 0) {
+      const std::int64_t total = full - want;
+      // Floor division: a negative total (a larger output_shape) extends the end.
+      const std::int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      if (ap == "SAME_UPPER") { pb[i] = half; pe[i] = total - half; }
+      else { pb[i] = total - half; pe[i] = half; }
+    }
+  }
+  if (nd == 1) {
+    x = o::unsqueeze(x, 2);
+    w = o::unsqueeze(w, 2);
+    for (IntList* v : {&ks, &s, &d, &pb, &pe, &op}) v->insert(v->begin(), v == &ks || v == &s || v == &d ? 1 : 0);
+  }
+  const std::int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  if (s[0] > 1 || s[1] > 1) {  // zeros between the elements
+    AnyTensor t = o::reshape(x, {N, C, H, 1, W, 1});
+    t = pad_constant(t, {0, 0, 0, 0, 0, 0}, {0, 0, 0, s[0] - 1, 0, s[1] - 1}, 0.0);
+    t = o::reshape(t, {N, C, H * s[0], W * s[1]});
+    x = o::slice(o::slice(t, 2, 0, (H - 1) * s[0] + 1), 3, 0, (W - 1) * s[1] + 1);
+  }
+  x = pad_constant(x, {0, 0, d[0] * (ks[0] - 1) - pb[0], d[1] * (ks[1] - 1) - pb[1]},
+                   {0, 0, d[0] * (ks[0] - 1) - pe[0] + op[0], d[1] * (ks[1] - 1) - pe[1] + op[1]}, 0.0);
+  auto flip = [&] {
+    const std::int64_t Ci = w.shape()[0], Co = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
+    if (Ci % g) c.fail(fmt::format("group {} does not divide the {} input channels", g, Ci));
+    AnyTensor f = o::slice(o::slice(w, 2, kh - 1, -(kh + 1), -1), 3, kw - 1, -(kw + 1), -1);
+    f = o::permute(o::reshape(f, {g, Ci / g, Co, kh, kw}), {0, 2, 1, 3, 4});
+    return o::reshape(f, {g * Co, Ci / g, kh, kw});
+  };
+  AnyTensor wf;
+  if (c.is_const(1)) {
+    Untraced u;
+    wf = flip();
+  } else {
+    wf = flip();
+  }
+  AnyTensor y = o::conv2d(x, wf, c.has(2) ? c.in(2) : AnyTensor(), 1, 0, o::Int2(d[0], d[1]), g);
+  if (nd == 1) y = o::squeeze(y, 2);
+  return one(y);
+}
+inline std::vector<AnyTensor> GatherND(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  AnyTensor idx = c.in(1);
+  if (idx.dtype() != DType::i64) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
+  const int b = static_cast<int>(c.ai("batch_dims", 0));
+  const int q = idx.dim();
+  const std::int64_t k = idx.shape()[q - 1];
+  if (b < 0 || b >= q || b + k > x.dim()) c.fail("batch_dims or the index depth do not fit the data's rank");
+  // Row-major strides of the indexed axes, and wrapped negatives.
+  IntList strides(static_cast<std::size_t>(k));
+  std::int64_t block = 1;
+  for (std::int64_t j = k - 1; j >= 0; --j) {
+    strides[static_cast<std::size_t>(j)] = block;
+    block *= x.shape()[static_cast<int>(b + j)];
+  }
+  IntList dims;
+  for (std::int64_t j = 0; j < k; ++j) dims.push_back(x.shape()[static_cast<int>(b + j)]);
+  AnyTensor dimt = i64_tensor(dims), st = i64_tensor(strides);
+  idx = o::where(o::lt(idx, 0.0), o::add(idx, dimt), idx);
+  AnyTensor lin = o::sum(o::mul(idx, st), {q - 1}, false);  // batch dims + the rest
+  std::int64_t nb = 1;
+  IntList bshape;
+  for (int i = 0; i < b; ++i) { nb *= x.shape()[i]; bshape.push_back(x.shape()[i]); }
+  if (b > 0) {
+    IntList offs(static_cast<std::size_t>(nb));
+    for (std::int64_t i = 0; i < nb; ++i) offs[static_cast<std::size_t>(i)] = i * block;
+    IntList os = bshape;
+    for (int i = b; i < q - 1; ++i) os.push_back(1);
+    lin = o::add(lin, o::reshape(i64_tensor(offs), os));
+  }
+  IntList flat{nb * block}, out;
+  for (int i = static_cast<int>(b + k); i < x.dim(); ++i) flat.push_back(x.shape()[i]);
+  for (int i = 0; i < q - 1; ++i) out.push_back(idx.shape()[i]);
+  for (int i = static_cast<int>(b + k); i < x.dim(); ++i) out.push_back(x.shape()[i]);
+  AnyTensor picked = o::index_select(o::reshape(x, flat), 0, o::reshape(lin, {lin.numel()}));
+  return one(o::reshape(picked, out));
+}
+
 template <bool Max>
 std::vector<AnyTensor> Pool(const NodeCtx& c) {
   AnyTensor x = c.in(0);
@@ -561,7 +669,8 @@ std::vector<AnyTensor> Pool(const NodeCtx& c) {
   Window user = window(c, x.shape(), ks, nd, false);  // without the extra cells of ceil_mode
   for (auto d : g.d)
     if (d != 1) c.fail("dilations other than 1");
-  if (c.wants_output(1)) c.fail("the Indices output");
+  const bool want_indices = Max && c.wants_output(1);
+  if (want_indices && c.ai("storage_order", 0) != 0) c.fail("the Indices output with storage_order=1");
   if (nd == 1) {
     x = o::unsqueeze(x, 2);
     for (Window* w : {&g, &user}) {
@@ -575,7 +684,19 @@ std::vector<AnyTensor> Pool(const NodeCtx& c) {
   AnyTensor y;
   if (symmetric) {
     const o::Int2 p(g.pb[0], g.pb[1]);
+    if (want_indices) {
+      // ms gives the index within the (H, W) plane; ONNX counts over the whole (N, C, H, W) tensor.
+      auto [v, i] = o::max_pool2d_with_indices(x, k, s, p);
+      const std::int64_t N = x.shape()[0], C = x.shape()[1], plane = x.shape()[2] * x.shape()[3];
+      IntList offs(static_cast<std::size_t>(N * C));
+      for (std::int64_t j = 0; j < N * C; ++j) offs[static_cast<std::size_t>(j)] = j * plane;
+      AnyTensor idx = o::add(i, o::reshape(i64_tensor(offs), {N, C, 1, 1}));
+      if (nd == 1) return {o::squeeze(v, 2), o::squeeze(idx, 2)};
+      return {v, idx};
+    }
     y = Max ? o::max_pool2d(x, k, s, p) : o::avg_pool2d(x, k, s, p, include_pad);
+  } else if (want_indices) {
+    c.fail("the Indices output with asymmetric or ceil-mode padding");
   } else if (Max) {
     y = o::max_pool2d(pad_constant(x, {0, 0, g.pb[0], g.pb[1]}, {0, 0, g.pe[0], g.pe[1]},
                                    -std::numeric_limits<double>::infinity()), k, s, 0);
@@ -1259,6 +1380,7 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
       MS_ONNX_ROW(Trilu), MS_ONNX_ROW(CumSum), MS_ONNX_ROW(Pad), MS_ONNX_ROW(DepthToSpace),
       MS_ONNX_ROW(SpaceToDepth), MS_ONNX_ROW(EyeLike), MS_ONNX_ROW(NegativeLogLikelihoodLoss),
       MS_ONNX_ROW(SoftmaxCrossEntropyLoss), MS_ONNX_ROW(Resize), MS_ONNX_ROW(Upsample),
+      MS_ONNX_ROW(ConvTranspose), MS_ONNX_ROW(GatherND),
   };
   return t;
 }
