@@ -1,7 +1,9 @@
-// ms-run: load a frozen model (ms::freeze), run it on inputs read from .npy files, and write
-// its outputs as .npy files; optionally time repeated runs.
+// ms-run: load a frozen model (ms::freeze) or an ONNX model, run it on inputs read from .npy
+// files, and write its outputs as .npy files; optionally time repeated runs. Converts ONNX models
+// to frozen ones and back.
 //
 //   ms-run MODEL [--backend cpu|ascend[:N]] [--out FILE.npy] [--repeat N] [--warmup W] [--info] INPUT.npy...
+//   ms-run --convert MODEL.onnx OUT.msf     (and MODEL.msf OUT.onnx)
 //   ms-run --backend ascend[:N] --selftest
 //
 // Exit status: 0 on success, 2 on a usage error or an ms::Error (its message is printed),
@@ -13,18 +15,22 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>  // registers "ascend" (AscendCL from $MS_ASCEND_LIBS)
 #include <ms/backend/ascend/selftest.hpp>
+#ifdef MS_HAVE_ONNX
+#include <ms/onnx.hpp>
+#endif
 
 namespace {
 
 constexpr std::string_view kUsage = R"(usage:
   ms-run MODEL [options] INPUT.npy...
-      Loads MODEL (a file written by ms::freeze), runs it once on the inputs (one .npy
+      Loads MODEL (a file written by ms::freeze, or an ONNX model: a .onnx file), runs it once on the inputs (one .npy
       file per model input, in order; NAME=FILE.npy gives an input by name) and prints
       each output's dtype, shape and values.
   options:
@@ -36,6 +42,10 @@ constexpr std::string_view kUsage = R"(usage:
       --warmup W       untimed runs before the timed ones (default 3 with --repeat)
       --threads T      intra-op threads
       --info           prints the model's inputs, outputs, metadata and compiled graph, and exits
+      --dim NAME=N     an ONNX model's symbolic dimension NAME is N (default 1)
+  ms-run --convert MODEL.onnx OUT.msf
+      Imports an ONNX model and freezes it into ms's own format (symbolic dimensions as --dim
+      gives them). MODEL.msf OUT.onnx writes a frozen model as ONNX (checked by ONNX's checker).
   ms-run --backend ascend[:N] --selftest
       Runs every op the Ascend adapter maps (aclnn and AI CPU) once on the device, compares
       it with the CPU and prints a table: op, inputs, engine, kernels, error, time, status
@@ -82,7 +92,8 @@ int run(int argc, char** argv) {
     return bad == 0 ? 0 : 1;
   }
   ms::InferenceOptions opt;
-  std::string model_path, out_path;
+  std::map<std::string, std::int64_t> dims;
+  std::string model_path, out_path, convert_to;
   std::vector<std::string> inputs;
   long repeat = 0, warmup = -1;
   int threads = 0;
@@ -105,14 +116,61 @@ int run(int argc, char** argv) {
     else if (a == "--warmup") warmup = number(value(), 0);
     else if (a == "--threads") threads = static_cast<int>(number(value(), 1));
     else if (a == "--info") info = true;
+    else if (a == "--convert") convert_to = "?";
+    else if (a == "--dim") {
+      const std::string v = value();
+      const auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("--dim: '{}' is not NAME=N", v));
+      dims[v.substr(0, eq)] = number(v.substr(eq + 1), 1);
+    }
     else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
     else if (model_path.empty()) model_path = a;
     else inputs.push_back(a);
   }
   if (model_path.empty()) throw UsageError("no MODEL given");
   if (threads > 0) ms::set_num_threads(threads);
+  auto is_onnx = [](const std::string& p) { return std::filesystem::path(p).extension() == ".onnx"; };
+#ifdef MS_HAVE_ONNX
+  auto import_onnx = [&] {
+    ms::onnx::LoadOptions lo;
+    lo.dims = dims;
+    return ms::onnx::load(model_path, lo);
+  };
+#endif
+  if (!convert_to.empty()) {
+    if (inputs.size() != 1) throw UsageError("--convert takes MODEL and OUT");
+    const std::string& out = inputs[0];
+#ifdef MS_HAVE_ONNX
+    if (is_onnx(model_path) && !is_onnx(out)) {
+      ms::onnx::Model m = import_onnx();
+      const std::size_t nodes = m.graph.num_nodes();
+      ms::FreezeOptions fo;
+      fo.metadata["source"] = std::filesystem::path(model_path).filename().string();
+      fo.metadata["onnx.opset"] = std::to_string(m.opset);
+      if (!m.producer.empty()) fo.metadata["onnx.producer"] = m.producer;
+      ms::freeze(m.graph, out, fo);
+      fmt::print("wrote {} ({} nodes, opset {})\n", out, nodes, m.opset);
+      return 0;
+    }
+    if (!is_onnx(model_path) && is_onnx(out)) {
+      ms::onnx::save_frozen_as_onnx(model_path, out);
+      fmt::print("wrote {}\n", out);
+      return 0;
+    }
+    throw UsageError("--convert converts MODEL.onnx to a frozen model, or a frozen model to OUT.onnx");
+#else
+    throw UsageError("this ms-run was built without ONNX support (the ms::onnx target: libonnx-dev, libprotobuf-dev)");
+#endif
+  }
 
-  ms::InferenceModel model = ms::InferenceModel::load(model_path, opt);
+  ms::InferenceModel model = [&] {
+    if (!is_onnx(model_path)) return ms::InferenceModel::load(model_path, opt);
+#ifdef MS_HAVE_ONNX
+    return ms::InferenceModel::from_graph(import_onnx().graph, opt);
+#else
+    throw UsageError("this ms-run was built without ONNX support (the ms::onnx target: libonnx-dev, libprotobuf-dev)");
+#endif
+  }();
   const auto& in_metas = model.input_metas();
   if (info) {
     fmt::print("model {} (loaded and compiled for {} in {:.2f} ms)\n", model_path, model.backend_name(),

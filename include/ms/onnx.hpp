@@ -8,3 +8,4 @@
 #include "onnx/proto.hpp"
 #include "onnx/convert.hpp"
 #include "onnx/import.hpp"
+#include "onnx/export.hpp"

@@ -186,7 +186,11 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
       MS_THROW(ShapeError, "onnx: '{}': input '{}' declares no shape; give one with LoadOptions::input_shapes", file,
                name);
     }
-    AnyTensor placeholder = ops::zeros(Shape(dims), *dt);
+    AnyTensor placeholder;
+    {
+      Untraced u;  // the placeholder's own fill is not part of the model
+      placeholder = ops::zeros(Shape(dims), *dt);
+    }
     cap.input(placeholder, name);
     values[name] = Val{placeholder, false};
     out.input_names.push_back(name);
@@ -215,6 +219,8 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
       ins.push_back(&v);
       all_const = all_const && v.is_const;
     }
+    // Ops whose results depend on their inputs' shapes only: constants even on traced inputs.
+    const bool data_independent = node.op_type() == "Shape" || node.op_type() == "Size" || node.op_type() == "EyeLike";
     NodeCtx ctx(node, out.opset, std::move(ins), name);
     std::vector<AnyTensor> results;
     try {
@@ -239,7 +245,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
       if (!o.empty()) {
         if (k >= static_cast<int>(results.size()))
           ctx.fail(fmt::format("output {} is not produced by the conversion", k));
-        values[o] = Val{results[static_cast<std::size_t>(k)], all_const};
+        values[o] = Val{results[static_cast<std::size_t>(k)], all_const || data_independent};
       }
       ++k;
     }
