@@ -1346,6 +1346,199 @@ inline std::vector<AnyTensor> SoftmaxCrossEntropyLoss(const NodeCtx& c) {
   return r;
 }
 
+// ---- scatter, selection, einsum ----------------------------------------------------------------
+
+/// ScatterElements (and Scatter before opset 11) on ms's scatter_add: "add" is scatter_add itself;
+/// "none" takes the scattered values where an index lands and the data elsewhere.
+inline std::vector<AnyTensor> ScatterElements(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  const int axis = axis_of(c, c.ai("axis", 0), x.dim());
+  const std::string red = c.as("reduction", "none");
+  AnyTensor idx = wrap_index(c, 1, x.shape()[axis]);
+  const AnyTensor& upd = c.in(2);
+  if (red == "add") return one(o::scatter_add(x, axis, idx, upd));
+  if (red != "none") c.fail(fmt::format("reduction \"{}\"", red));
+  AnyTensor hits = o::scatter_add(o::zeros(x.shape(), DType::f32), axis, idx, o::ones(upd.shape(), DType::f32));
+  AnyTensor vals = o::scatter_add(o::zeros(x.shape(), x.dtype()), axis, idx, upd);
+  return one(o::where(o::gt(hits, 0.0), vals, x));
+}
+/// ScatterND: the indexed axes flattened to one, then index_add along it.
+inline std::vector<AnyTensor> ScatterND(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  AnyTensor idx = c.in(1);
+  const AnyTensor& upd = c.in(2);
+  const std::string red = c.as("reduction", "none");
+  if (red != "none" && red != "add") c.fail(fmt::format("reduction \"{}\"", red));
+  if (idx.dtype() != DType::i64) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
+  const int q = idx.dim();
+  const std::int64_t k = idx.shape()[q - 1];
+  if (k > x.dim()) c.fail("the index depth exceeds the data's rank");
+  IntList strides(static_cast<std::size_t>(k)), dims;
+  std::int64_t block = 1;
+  for (std::int64_t j = k - 1; j >= 0; --j) {
+    strides[static_cast<std::size_t>(j)] = block;
+    block *= x.shape()[static_cast<int>(j)];
+  }
+  for (std::int64_t j = 0; j < k; ++j) dims.push_back(x.shape()[static_cast<int>(j)]);
+  idx = o::where(o::lt(idx, 0.0), o::add(idx, i64_tensor(dims)), idx);
+  AnyTensor lin = o::sum(o::mul(idx, i64_tensor(strides)), {q - 1}, false);
+  lin = o::reshape(lin, {lin.numel()});
+  IntList flat{block}, uflat{lin.numel()};
+  for (int i = static_cast<int>(k); i < x.dim(); ++i) { flat.push_back(x.shape()[i]); uflat.push_back(x.shape()[i]); }
+  AnyTensor xf = o::reshape(x, flat), uf = o::reshape(upd, uflat);
+  if (red == "add") return one(o::reshape(o::index_add(xf, 0, lin, uf), x.shape().vec()));
+  IntList ms(flat.size(), 1);
+  ms[0] = block;
+  AnyTensor hits = o::index_add(o::zeros(Shape{block}, DType::f32), 0, lin, o::ones(Shape{lin.numel()}, DType::f32));
+  AnyTensor vals = o::index_add(o::zeros(Shape(flat), x.dtype()), 0, lin, uf);
+  return one(o::reshape(o::where(o::gt(o::reshape(hits, ms), 0.0), vals, xf), x.shape().vec()));
+}
+/// TopK as k rounds of argmax (argmin) that mask what they found: ties go to the lower index,
+/// the results come sorted. For small k (at most 64).
+inline std::vector<AnyTensor> TopK(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  need_float(c, x);
+  const std::int64_t k = c.opset() < 10 ? c.ai("k", 0) : static_cast<std::int64_t>(c.scalar(1));
+  const int axis = axis_of(c, c.ai("axis", -1), x.dim());
+  const bool largest = c.ai("largest", 1) != 0;
+  const std::int64_t n = x.shape()[axis];
+  if (k < 0 || k > n) c.fail(fmt::format("k={} for an axis of size {}", k, n));
+  if (k > 64) c.fail(fmt::format("k={} (at most 64)", k));
+  IntList iota(static_cast<std::size_t>(n)), ishape(static_cast<std::size_t>(x.dim()), 1);
+  std::iota(iota.begin(), iota.end(), 0);
+  ishape[static_cast<std::size_t>(axis)] = n;
+  AnyTensor pos = o::reshape(i64_tensor(iota), ishape);
+  AnyTensor fill = o::full(Shape{}, largest ? -std::numeric_limits<double>::infinity()
+                                             : std::numeric_limits<double>::infinity(), x.dtype());
+  AnyTensor cur = x;
+  std::vector<AnyTensor> vs, is;
+  for (std::int64_t j = 0; j < k; ++j) {
+    AnyTensor i = largest ? o::argmax(cur, axis, true) : o::argmin(cur, axis, true);
+    vs.push_back(o::gather(x, axis, i));
+    is.push_back(i);
+    if (j + 1 < k) cur = o::where(o::eq(pos, i), fill, cur);
+  }
+  if (k == 0) {
+    IntList s = x.shape().vec();
+    s[static_cast<std::size_t>(axis)] = 0;
+    return {o::zeros(Shape(s), x.dtype()), o::zeros(Shape(s), DType::i64)};
+  }
+  return {o::concat(vs, axis), o::concat(is, axis)};
+}
+/// Einsum without repeated letters in one operand: every operand permuted and broadcast to the
+/// letters of the whole equation, multiplied, and summed over the letters the output lacks.
+inline std::vector<AnyTensor> Einsum(const NodeCtx& c) {
+  std::string eq;
+  for (char ch : c.as("equation", "")) if (ch != ' ') eq += ch;
+  const auto arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow), rhs;
+  std::vector<std::string> terms;
+  for (std::size_t b = 0;;) {
+    const auto e = lhs.find(',', b);
+    terms.push_back(lhs.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  if (terms.size() != c.num_inputs()) c.fail(fmt::format("equation \"{}\" names {} operands, the node has {}", eq, terms.size(), c.num_inputs()));
+  // Ellipsis dims become letters '0', '1', ... counted from the right (they broadcast).
+  int ell = 0;
+  std::vector<std::string> sub(terms.size());
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    const std::string& s = terms[t];
+    const auto dots = s.find("...");
+    const int named = static_cast<int>(s.size()) - (dots == std::string::npos ? 0 : 3);
+    const int rank = c.in(t).dim();
+    if (dots == std::string::npos) {
+      if (named != rank) c.fail(fmt::format("operand {} has rank {}, \"{}\" names {}", t, rank, s, named));
+      sub[t] = s;
+    } else {
+      const int ne = rank - named;
+      if (ne < 0) c.fail(fmt::format("operand {} has rank {}, fewer than \"{}\" names", t, rank, s));
+      ell = std::max(ell, ne);
+      std::string e;
+      for (int j = ne - 1; j >= 0; --j) e += static_cast<char>('0' + j);
+      sub[t] = s.substr(0, dots) + e + s.substr(dots + 3);
+    }
+  }
+  std::string ell_letters;
+  for (int j = ell - 1; j >= 0; --j) ell_letters += static_cast<char>('0' + j);
+  if (arrow != std::string::npos) {
+    rhs = eq.substr(arrow + 2);
+    const auto dots = rhs.find("...");
+    if (dots != std::string::npos) rhs = rhs.substr(0, dots) + ell_letters + rhs.substr(dots + 3);
+  } else {
+    std::map<char, int> count;
+    for (auto& s : sub) for (char ch : s) count[ch]++;
+    rhs = ell_letters;
+    for (auto& [ch, n] : count) if (n == 1 && !std::isdigit(static_cast<unsigned char>(ch))) rhs += ch;
+  }
+  std::string all = rhs;
+  for (auto& s : sub) for (char ch : s) if (all.find(ch) == std::string::npos) all += ch;
+  AnyTensor prod;
+  for (std::size_t t = 0; t < sub.size(); ++t) {
+    const std::string& s = sub[t];
+    for (std::size_t a = 0; a < s.size(); ++a)
+      if (s.find(s[a], a + 1) != std::string::npos) c.fail(fmt::format("a repeated index '{}' in one operand (a diagonal)", s[a]));
+    IntList perm, shape;
+    std::string order;
+    for (char ch : all) if (s.find(ch) != std::string::npos) { perm.push_back(static_cast<std::int64_t>(s.find(ch))); order += ch; }
+    AnyTensor x = o::permute(c.in(t), perm);
+    for (char ch : all) shape.push_back(order.find(ch) != std::string::npos ? c.in(t).shape()[static_cast<int>(s.find(ch))] : 1);
+    x = o::reshape(x, shape);
+    prod = prod.defined() ? o::mul(prod, x) : x;
+  }
+  IntList axes;
+  for (std::size_t a = rhs.size(); a < all.size(); ++a) axes.push_back(static_cast<std::int64_t>(a));
+  if (!axes.empty()) prod = o::sum(prod, axes, false);
+  return one(o::contiguous(prod));
+}
+inline std::vector<AnyTensor> Compress(const NodeCtx& c) {
+  AnyTensor x = c.in(0);
+  IntList cond = c.ints(1);
+  int axis;
+  if (c.has_attr("axis")) axis = axis_of(c, c.ai("axis", 0), x.dim());
+  else { x = o::reshape(x, {x.numel()}); axis = 0; }
+  IntList idx;
+  for (std::size_t i = 0; i < cond.size() && static_cast<std::int64_t>(i) < x.shape()[axis]; ++i)
+    if (cond[i]) idx.push_back(static_cast<std::int64_t>(i));
+  return one(o::index_select(x, axis, i64_tensor(idx)));
+}
+inline std::vector<AnyTensor> NonZero(const NodeCtx& c) {
+  const AnyTensor& x = c.need_const(0);  // the output's shape depends on the values
+  std::vector<double> v = c.doubles(0);
+  const int r = std::max(x.dim(), 1);
+  std::vector<IntList> rows(static_cast<std::size_t>(r));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == 0) continue;
+    std::int64_t rem = static_cast<std::int64_t>(i);
+    for (int a = x.dim() - 1; a >= 0; --a) {
+      rows[static_cast<std::size_t>(a)].push_back(rem % x.shape()[a]);
+      rem /= x.shape()[a];
+    }
+    if (x.dim() == 0) rows[0].push_back(0);
+  }
+  IntList flat;
+  for (auto& rw : rows) flat.insert(flat.end(), rw.begin(), rw.end());
+  return one(o::reshape(i64_tensor(flat), {r, static_cast<std::int64_t>(rows[0].size())}));
+}
+inline std::vector<AnyTensor> BitShift(const NodeCtx& c) {
+  const AnyTensor &x = c.in(0), &y = c.in(1);
+  if (x.dtype() != DType::u8 || y.dtype() != DType::u8) c.fail(fmt::format("dtype {} (uint8 is supported)", x.dtype()));
+  const std::string dir = c.as("direction", "");
+  AnyTensor p = o::pow(2.0, o::cast(y, DType::f64));
+  AnyTensor xf = o::cast(x, DType::f64);
+  AnyTensor r;
+  if (dir == "LEFT") {
+    r = o::mul(xf, p);
+    r = o::sub(r, o::mul(o::floor(o::div(r, 256.0)), 256.0));  // uint8 wraps
+  } else if (dir == "RIGHT") {
+    r = o::floor(o::div(xf, p));
+  } else {
+    c.fail(fmt::format("direction \"{}\"", dir));
+  }
+  return one(o::cast(r, DType::u8));
+}
+
 #define MS_ONNX_ROW(Name) {#Name, &Name}
 /// The conversion table: ONNX op type -> row.
 inline const std::map<std::string, ConvertFn, std::less<>>& table() {
@@ -1380,7 +1573,9 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
       MS_ONNX_ROW(Trilu), MS_ONNX_ROW(CumSum), MS_ONNX_ROW(Pad), MS_ONNX_ROW(DepthToSpace),
       MS_ONNX_ROW(SpaceToDepth), MS_ONNX_ROW(EyeLike), MS_ONNX_ROW(NegativeLogLikelihoodLoss),
       MS_ONNX_ROW(SoftmaxCrossEntropyLoss), MS_ONNX_ROW(Resize), MS_ONNX_ROW(Upsample),
-      MS_ONNX_ROW(ConvTranspose), MS_ONNX_ROW(GatherND),
+      MS_ONNX_ROW(ConvTranspose), MS_ONNX_ROW(GatherND), MS_ONNX_ROW(ScatterElements),
+      {"Scatter", &ScatterElements}, MS_ONNX_ROW(ScatterND), MS_ONNX_ROW(TopK), MS_ONNX_ROW(Einsum),
+      MS_ONNX_ROW(Compress), MS_ONNX_ROW(NonZero), MS_ONNX_ROW(BitShift),
   };
   return t;
 }
