@@ -524,13 +524,41 @@ inline std::vector<AnyTensor> Gemm(const NodeCtx& c) {
   return one(y);
 }
 
+/// A 3-d convolution as kD 2-d ones: depth slice kd of every output window, batched with N,
+/// convolved with the kernel's plane kd, summed over kd.
+inline AnyTensor conv3d(const NodeCtx& c, const AnyTensor& x0, const AnyTensor& w, const Window& g) {
+  AnyTensor x = pad_constant(x0, {0, 0, g.pb[0], g.pb[1], g.pb[2]}, {0, 0, g.pe[0], g.pe[1], g.pe[2]}, 0.0);
+  const std::int64_t N = x.shape()[0], C = x.shape()[1], D = x.shape()[2], H = x.shape()[3], W = x.shape()[4];
+  const std::int64_t M = w.shape()[0], kD = w.shape()[2];
+  const std::int64_t oD = (D - ((kD - 1) * g.d[0] + 1)) / g.s[0] + 1;
+  if (oD <= 0) c.fail("the kernel is larger than the padded input");
+  AnyTensor acc;
+  for (std::int64_t kd = 0; kd < kD; ++kd) {
+    const std::int64_t b = kd * g.d[0];
+    AnyTensor xs = o::slice(x, 2, b, b + (oD - 1) * g.s[0] + 1, g.s[0]);
+    xs = o::reshape(o::permute(xs, {0, 2, 1, 3, 4}), {N * oD, C, H, W});
+    AnyTensor wk;
+    {
+      std::optional<Untraced> u;
+      if (c.is_const(1)) u.emplace();
+      wk = o::reshape(o::slice(w, 2, kd, kd + 1), {M, w.shape()[1], w.shape()[3], w.shape()[4]});
+    }
+    AnyTensor y = o::conv2d(xs, wk, AnyTensor(), o::Int2(g.s[1], g.s[2]), 0, o::Int2(g.d[1], g.d[2]), c.ai("group", 1));
+    acc = acc.defined() ? o::add(acc, y) : y;
+  }
+  acc = o::permute(o::reshape(acc, {N, oD, M, acc.shape()[2], acc.shape()[3]}), {0, 2, 1, 3, 4});
+  if (c.has(2)) acc = o::add(acc, o::reshape(c.in(2), {M, 1, 1, 1}));
+  return o::contiguous(acc);
+}
+
 inline std::vector<AnyTensor> Conv(const NodeCtx& c) {
   AnyTensor x = c.in(0), w = c.in(1);
   const int nd = x.dim() - 2;
-  if (nd != 1 && nd != 2) c.fail(fmt::format("{}-d convolution (1-d and 2-d are supported)", nd));
+  if (nd < 1 || nd > 3) c.fail(fmt::format("{}-d convolution (1-d to 3-d are supported)", nd));
   IntList ks = c.aints("kernel_shape");
   if (ks.empty()) for (int i = 2; i < w.dim(); ++i) ks.push_back(w.shape()[i]);
   Window g = window(c, x.shape(), ks, nd);
+  if (nd == 3) return one(conv3d(c, x, w, g));
   if (nd == 1) {  // as a 2-d convolution of height 1
     x = o::unsqueeze(x, 2);
     w = o::unsqueeze(w, 2);
@@ -657,20 +685,71 @@ inline std::vector<AnyTensor> GatherND(const NodeCtx& c) {
   return one(o::reshape(picked, out));
 }
 
+/// Pooling of any spatial rank and dilation as the maximum (sum) of strided slices of the padded
+/// input, one per kernel offset; averages divide by the count of cells the divisor includes.
+inline AnyTensor pool_slices(const AnyTensor& x, const Window& g, const Window& user, bool max, bool include_pad) {
+  const int nd = x.dim() - 2;
+  IntList b(static_cast<std::size_t>(x.dim()), 0), e(static_cast<std::size_t>(x.dim()), 0), out(static_cast<std::size_t>(nd));
+  for (int i = 0; i < nd; ++i) {
+    b[static_cast<std::size_t>(2 + i)] = g.pb[i];
+    e[static_cast<std::size_t>(2 + i)] = g.pe[i];
+    out[static_cast<std::size_t>(i)] =
+        (x.shape()[2 + i] + g.pb[i] + g.pe[i] - ((g.k[i] - 1) * g.d[i] + 1)) / g.s[i] + 1;
+  }
+  auto reduce = [&](const AnyTensor& xp, bool take_max) {
+    AnyTensor acc;
+    IntList off(static_cast<std::size_t>(nd), 0);
+    for (;;) {
+      AnyTensor t = xp;
+      for (int i = 0; i < nd; ++i) {
+        const std::int64_t st = off[static_cast<std::size_t>(i)] * g.d[i];
+        t = o::slice(t, 2 + i, st, st + (out[static_cast<std::size_t>(i)] - 1) * g.s[i] + 1, g.s[i]);
+      }
+      acc = !acc.defined() ? t : take_max ? o::maximum(acc, t) : o::add(acc, t);
+      int i = nd - 1;
+      while (i >= 0 && ++off[static_cast<std::size_t>(i)] == g.k[i]) off[static_cast<std::size_t>(i--)] = 0;
+      if (i < 0) break;
+    }
+    return acc;
+  };
+  if (max) return o::contiguous(reduce(pad_constant(x, b, e, -std::numeric_limits<double>::infinity()), true));
+  AnyTensor count;
+  {
+    Untraced u;
+    IntList ms(static_cast<std::size_t>(x.dim()), 1);
+    for (int i = 0; i < nd; ++i) ms[static_cast<std::size_t>(2 + i)] = x.shape()[2 + i];
+    AnyTensor m = o::ones(Shape(ms), x.dtype());
+    IntList ub(b.size(), 0), ue(e.size(), 0), rb = b, re = e;
+    if (include_pad)
+      for (int i = 0; i < nd; ++i) {
+        ub[static_cast<std::size_t>(2 + i)] = user.pb[i];
+        ue[static_cast<std::size_t>(2 + i)] = user.pe[i];
+        rb[static_cast<std::size_t>(2 + i)] -= user.pb[i];
+        re[static_cast<std::size_t>(2 + i)] -= user.pe[i];
+      }
+    m = pad_constant(pad_constant(m, ub, ue, 1.0), rb, re, 0.0);
+    count = o::contiguous(reduce(m, false));
+  }
+  return o::div(reduce(pad_constant(x, b, e, 0.0), false), count);
+}
+
 template <bool Max>
 std::vector<AnyTensor> Pool(const NodeCtx& c) {
   AnyTensor x = c.in(0);
   const int nd = x.dim() - 2;
-  if (nd != 1 && nd != 2) c.fail(fmt::format("{}-d pooling (1-d and 2-d are supported)", nd));
+  if (nd < 1 || nd > 3) c.fail(fmt::format("{}-d pooling (1-d to 3-d are supported)", nd));
   need_float(c, x);
   IntList ks = c.aints("kernel_shape");
   if (static_cast<int>(ks.size()) != nd) c.fail("kernel_shape is missing or does not match the spatial rank");
   Window g = window(c, x.shape(), ks, nd, c.ai("ceil_mode", 0) != 0);
   Window user = window(c, x.shape(), ks, nd, false);  // without the extra cells of ceil_mode
-  for (auto d : g.d)
-    if (d != 1) c.fail("dilations other than 1");
   const bool want_indices = Max && c.wants_output(1);
   if (want_indices && c.ai("storage_order", 0) != 0) c.fail("the Indices output with storage_order=1");
+  const bool include_pad0 = c.ai("count_include_pad", 0) != 0;
+  if (nd == 3 || std::any_of(g.d.begin(), g.d.end(), [](std::int64_t d) { return d != 1; })) {
+    if (want_indices) c.fail("the Indices output of a dilated or 3-d pooling");
+    return one(pool_slices(x, g, user, Max, include_pad0));
+  }
   if (nd == 1) {
     x = o::unsqueeze(x, 2);
     for (Window* w : {&g, &user}) {
@@ -680,7 +759,7 @@ std::vector<AnyTensor> Pool(const NodeCtx& c) {
   }
   const o::Int2 k(g.k[0], g.k[1]), s(g.s[0], g.s[1]);
   const bool symmetric = g.pb == g.pe && 2 * g.pb[0] <= g.k[0] && 2 * g.pb[1] <= g.k[1];
-  const bool include_pad = c.ai("count_include_pad", 0) != 0;
+  const bool include_pad = include_pad0;
   AnyTensor y;
   if (symmetric) {
     const o::Int2 p(g.pb[0], g.pb[1]);
@@ -1494,13 +1573,13 @@ inline std::vector<AnyTensor> Einsum(const NodeCtx& c) {
 }
 inline std::vector<AnyTensor> Compress(const NodeCtx& c) {
   AnyTensor x = c.in(0);
-  IntList cond = c.ints(1);
+  const std::vector<double> cond = c.doubles(1);
   int axis;
   if (c.has_attr("axis")) axis = axis_of(c, c.ai("axis", 0), x.dim());
   else { x = o::reshape(x, {x.numel()}); axis = 0; }
   IntList idx;
   for (std::size_t i = 0; i < cond.size() && static_cast<std::int64_t>(i) < x.shape()[axis]; ++i)
-    if (cond[i]) idx.push_back(static_cast<std::int64_t>(i));
+    if (cond[i] != 0) idx.push_back(static_cast<std::int64_t>(i));
   return one(o::index_select(x, axis, i64_tensor(idx)));
 }
 inline std::vector<AnyTensor> NonZero(const NodeCtx& c) {
