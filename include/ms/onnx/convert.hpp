@@ -1618,6 +1618,89 @@ inline std::vector<AnyTensor> BitShift(const NodeCtx& c) {
   return one(o::cast(r, DType::u8));
 }
 
+// ---- windows, quantization, sequences --------------------------------------------------------
+
+/// Hann, Hamming and Blackman windows: computed at load from the (constant) size.
+template <int Kind>
+std::vector<AnyTensor> window_fn(const NodeCtx& c) {
+  const auto n = static_cast<std::int64_t>(c.scalar(0));
+  if (n < 0) c.fail("a negative size");
+  const bool periodic = c.ai("periodic", 1) != 0;
+  auto dt = dtype_from_onnx(static_cast<int>(c.ai("output_datatype", pb::TensorProto::FLOAT)));
+  if (!dt || !is_float(*dt)) c.fail("output_datatype other than float or double");
+  AnyTensor out = AnyTensor::empty(Shape{n}, DType::f64);
+  const double den = static_cast<double>(periodic ? n : n - 1), pi = 3.14159265358979323846;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double a = den > 0 ? 2 * pi * static_cast<double>(i) / den : 0;
+    double v;
+    if (Kind == 0) v = 0.5 - 0.5 * std::cos(a);
+    else if (Kind == 1) v = 25.0 / 46.0 - (1 - 25.0 / 46.0) * std::cos(a);
+    else v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+    static_cast<double*>(out.raw_data())[i] = v;
+  }
+  return one(o::cast(out, *dt));
+}
+/// y = saturate(round_half_even(x / scale) + zero_point), to uint8 (int8 has no ms dtype).
+inline std::vector<AnyTensor> QuantizeLinear(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  need_float(c, x);
+  AnyTensor scale = c.in(1), zp = c.has(2) ? c.in(2) : o::zeros(Shape{}, DType::u8);
+  if (zp.dtype() != DType::u8) c.fail(fmt::format("zero point of dtype {} (uint8 is supported)", zp.dtype()));
+  if (scale.dim() == 1 && x.dim() > 1) {  // per axis
+    const int axis = axis_of(c, c.ai("axis", 1), x.dim());
+    IntList s(static_cast<std::size_t>(x.dim()), 1);
+    s[static_cast<std::size_t>(axis)] = scale.numel();
+    scale = o::reshape(scale, s);
+    zp = o::reshape(zp, s);
+  }
+  AnyTensor y = o::add(o::round(o::div(x, o::cast(scale, x.dtype()))), o::cast(zp, x.dtype()));
+  return one(o::cast(o::clamp(y, 0, 255), DType::u8));
+}
+inline std::vector<AnyTensor> DequantizeLinear(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  if (x.dtype() != DType::u8 && x.dtype() != DType::i32) c.fail(fmt::format("input of dtype {}", x.dtype()));
+  AnyTensor scale = c.in(1), zp = c.has(2) ? c.in(2) : o::zeros(Shape{}, x.dtype());
+  if (scale.dim() == 1 && x.dim() > 1) {
+    const int axis = axis_of(c, c.ai("axis", 1), x.dim());
+    IntList s(static_cast<std::size_t>(x.dim()), 1);
+    s[static_cast<std::size_t>(axis)] = scale.numel();
+    scale = o::reshape(scale, s);
+    zp = o::reshape(zp, s);
+  }
+  return one(o::mul(o::sub(o::cast(x, scale.dtype()), o::cast(zp, scale.dtype())), scale));
+}
+/// DynamicQuantizeLinear: uint8 with the scale and zero point of x's range (which includes 0).
+inline std::vector<AnyTensor> DynamicQuantizeLinear(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  if (x.dtype() != DType::f32) c.fail(fmt::format("input of dtype {}", x.dtype()));
+  AnyTensor lo = o::minimum(o::min(x), 0.0), hi = o::maximum(o::max(x), 0.0);
+  AnyTensor scale = o::div(o::sub(hi, lo), 255.0);
+  AnyTensor zpf = o::clamp(o::round(o::sub(0.0, o::div(lo, scale))), 0, 255);
+  AnyTensor y = o::clamp(o::add(o::round(o::div(x, scale)), zpf), 0, 255);
+  return {o::cast(y, DType::u8), scale, o::cast(zpf, DType::u8)};
+}
+/// ReverseSequence: the first lengths[b] steps of each batch entry reversed (constant lengths).
+inline std::vector<AnyTensor> ReverseSequence(const NodeCtx& c) {
+  const AnyTensor& x = c.in(0);
+  IntList len = c.ints(1);
+  const int ta = axis_of(c, c.ai("time_axis", 0), x.dim()), ba = axis_of(c, c.ai("batch_axis", 1), x.dim());
+  const std::int64_t T = x.shape()[ta], B = x.shape()[ba];
+  if (static_cast<std::int64_t>(len.size()) != B) c.fail("sequence_lens must have one entry per batch entry");
+  AnyTensor idx = AnyTensor::empty(Shape{T, B}, DType::i64);
+  auto* p = static_cast<std::int64_t*>(idx.raw_data());
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t l = std::clamp<std::int64_t>(len[static_cast<std::size_t>(b)], 0, T);
+      p[t * B + b] = t < l ? l - 1 - t : t;
+    }
+  IntList s(static_cast<std::size_t>(x.dim()), 1);
+  s[static_cast<std::size_t>(ta)] = T;
+  s[static_cast<std::size_t>(ba)] = B;
+  AnyTensor i2 = ta < ba ? idx : o::contiguous(o::transpose(idx, 0, 1));
+  AnyTensor full = o::contiguous(o::expand(o::reshape(i2, s), x.shape().vec()));
+  return one(o::gather(x, ta, full));
+}
+
 #define MS_ONNX_ROW(Name) {#Name, &Name}
 /// The conversion table: ONNX op type -> row.
 inline const std::map<std::string, ConvertFn, std::less<>>& table() {
@@ -1655,6 +1738,9 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
       MS_ONNX_ROW(ConvTranspose), MS_ONNX_ROW(GatherND), MS_ONNX_ROW(ScatterElements),
       {"Scatter", &ScatterElements}, MS_ONNX_ROW(ScatterND), MS_ONNX_ROW(TopK), MS_ONNX_ROW(Einsum),
       MS_ONNX_ROW(Compress), MS_ONNX_ROW(NonZero), MS_ONNX_ROW(BitShift),
+      {"HannWindow", &window_fn<0>}, {"HammingWindow", &window_fn<1>}, {"BlackmanWindow", &window_fn<2>},
+      MS_ONNX_ROW(QuantizeLinear), MS_ONNX_ROW(DequantizeLinear), MS_ONNX_ROW(DynamicQuantizeLinear),
+      MS_ONNX_ROW(ReverseSequence),
   };
   return t;
 }
