@@ -1701,6 +1701,157 @@ inline std::vector<AnyTensor> ReverseSequence(const NodeCtx& c) {
   return one(o::gather(x, ta, full));
 }
 
+// ---- recurrent layers --------------------------------------------------------------------------
+
+/// RNN (Kind 0), GRU (1) and LSTM (2), unrolled over the (static) sequence: one linear() per gate
+/// block and step. Directions forward, reverse and bidirectional; sequence_lens masks the steps
+/// past each entry's length (a reverse direction runs on the per-entry reversed sequence).
+template <int Kind>
+std::vector<AnyTensor> recurrent(const NodeCtx& c) {
+  const int G = Kind == 0 ? 1 : Kind == 1 ? 3 : 4;
+  AnyTensor X = c.in(0);
+  need_float(c, X);
+  const bool batch_first = c.ai("layout", 0) != 0;
+  if (batch_first) X = o::permute(X, {1, 0, 2});
+  const std::int64_t T = X.shape()[0], Bn = X.shape()[1];
+  const std::int64_t H = c.ai("hidden_size", c.in(2).shape()[2]);
+  const std::string dir = c.as("direction", "forward");
+  const int nd = dir == "bidirectional" ? 2 : 1;
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional") c.fail(fmt::format("direction \"{}\"", dir));
+  if (Kind == 2 && c.ai("input_forget", 0)) c.fail("input_forget=1");
+  const double clip = c.af("clip", 0.0);
+  // Activations: f (and g, h) per direction; the defaults, or Sigmoid/Tanh/Relu by name.
+  std::vector<std::string> acts;
+  if (const auto* a = c.attr("activations")) for (const auto& v : a->strings()) acts.push_back(v);
+  const std::vector<std::string> dflt = Kind == 0 ? std::vector<std::string>{"Tanh"}
+                                      : Kind == 1 ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                  : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  if (acts.empty()) for (int d = 0; d < nd; ++d) acts.insert(acts.end(), dflt.begin(), dflt.end());
+  if (acts.size() != dflt.size() * static_cast<std::size_t>(nd)) c.fail("the activations list does not fit the direction");
+  if (c.has_attr("activation_alpha") || c.has_attr("activation_beta")) c.fail("activation_alpha/beta");
+  auto act = [&](const std::string& name, AnyTensor v) {
+    if (clip > 0) v = o::clamp(v, -clip, clip);
+    if (name == "Sigmoid") return o::sigmoid(v);
+    if (name == "Tanh") return o::tanh(v);
+    if (name == "Relu") return o::relu(v);
+    c.fail(fmt::format("activation {}", name));
+  };
+  IntList lens(static_cast<std::size_t>(Bn), T);
+  bool masked = false;
+  if (c.has(4)) {
+    lens = c.ints(4);
+    for (auto l : lens) masked = masked || l != T;
+  }
+  AnyTensor mask_all;  // (T, B, 1) bool: step t is inside entry b's sequence
+  if (masked) {
+    mask_all = AnyTensor::empty(Shape{T, Bn, 1}, DType::b8);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t b = 0; b < Bn; ++b) static_cast<bool*>(mask_all.raw_data())[t * Bn + b] = t < lens[static_cast<std::size_t>(b)];
+  }
+  auto rev = [&](const AnyTensor& v) {  // per-entry reversal of (T, B, ...) over the first lens[b] steps
+    IntList idx;
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t b = 0; b < Bn; ++b) {
+        const std::int64_t l = std::clamp<std::int64_t>(lens[static_cast<std::size_t>(b)], 0, T);
+        idx.push_back((t < l ? l - 1 - t : t) * Bn + b);
+      }
+    IntList flat{T * Bn};
+    for (int i = 2; i < v.dim(); ++i) flat.push_back(v.shape()[i]);
+    return o::reshape(o::index_select(o::reshape(v, flat), 0, i64_tensor(idx)), v.shape().vec());
+  };
+  auto dir_slice = [&](std::size_t input, int d) {  // input[d] of a (num_directions, ...) input
+    AnyTensor t = c.in(input);
+    const IntList all = t.shape().vec();
+    const IntList s(all.begin() + 1, all.end());
+    return o::reshape(o::slice(t, 0, d, d + 1), s);
+  };
+  auto init = [&](std::size_t input, int d) {
+    if (!c.has(input)) return o::zeros(Shape{Bn, H}, X.dtype());
+    AnyTensor t = c.in(input);
+    if (batch_first) t = o::permute(t, {1, 0, 2});
+    return o::reshape(o::slice(t, 0, d, d + 1), {Bn, H});
+  };
+  std::vector<AnyTensor> ys, hs, cs;
+  for (int d = 0; d < nd; ++d) {
+    const bool backward = dir == "reverse" || d == 1;
+    AnyTensor W = dir_slice(1, d), R = dir_slice(2, d);
+    AnyTensor Wb, Rb, P;
+    if (c.has(3)) {
+      AnyTensor Bd = dir_slice(3, d);
+      Wb = o::slice(Bd, 0, 0, G * H);
+      Rb = o::slice(Bd, 0, G * H, 2 * G * H);
+    }
+    if (Kind == 2 && c.has(7)) P = dir_slice(7, d);
+    auto gate = [&](const AnyTensor& m, std::int64_t k) { return o::slice(m, 1, k * H, (k + 1) * H); };
+    auto wrow = [&](const AnyTensor& w, std::int64_t k) { return o::slice(w, 0, k * H, (k + 1) * H); };
+    AnyTensor xs = backward ? rev(X) : X;
+    AnyTensor h = init(5, d), cell = Kind == 2 ? init(6, d) : AnyTensor();
+    const std::string* a = &acts[static_cast<std::size_t>(d) * dflt.size()];
+    std::vector<AnyTensor> steps;
+    for (std::int64_t t = 0; t < T; ++t) {
+      AnyTensor xt = o::reshape(o::slice(xs, 0, t, t + 1), {Bn, X.shape()[2]});
+      AnyTensor gx = o::linear(xt, W, Wb.defined() ? Wb : AnyTensor());
+      AnyTensor hn, cn;
+      if (Kind == 0) {
+        hn = act(a[0], o::add(gx, o::linear(h, R, Rb.defined() ? Rb : AnyTensor())));
+      } else if (Kind == 1) {
+        // z, r from x and h; the candidate h applies r before or after R (linear_before_reset).
+        AnyTensor hz = o::linear(h, wrow(R, 0), Rb.defined() ? wrow(Rb, 0) : AnyTensor());
+        AnyTensor hr = o::linear(h, wrow(R, 1), Rb.defined() ? wrow(Rb, 1) : AnyTensor());
+        AnyTensor z = act(a[0], o::add(gate(gx, 0), hz)), r = act(a[0], o::add(gate(gx, 1), hr));
+        AnyTensor hh;
+        if (c.ai("linear_before_reset", 0))
+          hh = o::mul(r, o::linear(h, wrow(R, 2), Rb.defined() ? wrow(Rb, 2) : AnyTensor()));
+        else
+          hh = o::linear(o::mul(r, h), wrow(R, 2), Rb.defined() ? wrow(Rb, 2) : AnyTensor());
+        AnyTensor cand = act(a[1], o::add(gate(gx, 2), hh));
+        hn = o::add(o::mul(o::sub(1.0, z), cand), o::mul(z, h));
+      } else {
+        AnyTensor gh = o::add(gx, o::linear(h, R, Rb.defined() ? Rb : AnyTensor()));
+        AnyTensor gi = gate(gh, 0), go = gate(gh, 1), gf = gate(gh, 2), gc = gate(gh, 3);
+        if (P.defined()) {
+          gi = o::add(gi, o::mul(o::slice(P, 0, 0, H), cell));
+          gf = o::add(gf, o::mul(o::slice(P, 0, 2 * H, 3 * H), cell));
+        }
+        AnyTensor i = act(a[0], gi), f = act(a[0], gf), cc = act(a[1], gc);
+        cn = o::add(o::mul(f, cell), o::mul(i, cc));
+        if (P.defined()) go = o::add(go, o::mul(o::slice(P, 0, H, 2 * H), cn));
+        hn = o::mul(act(a[0], go), act(a[2], cn));
+      }
+      if (masked) {
+        // Past an entry's length the state stays and the output is 0.
+        AnyTensor m = o::reshape(o::slice(mask_all, 0, t, t + 1), {Bn, 1});
+        AnyTensor zero = o::zeros(Shape{}, X.dtype());
+        steps.push_back(o::where(m, hn, zero));
+        h = o::where(m, hn, h);
+        if (Kind == 2) cell = o::where(m, cn, cell);
+      } else {
+        steps.push_back(hn);
+        h = hn;
+        if (Kind == 2) cell = cn;
+      }
+    }
+    AnyTensor y = o::stack(steps, 0);  // (T, B, H)
+    if (backward) y = rev(y);
+    ys.push_back(y);
+    hs.push_back(h);
+    cs.push_back(cell);
+  }
+  AnyTensor Y = o::stack(ys, 1);  // (T, nd, B, H)
+  AnyTensor Yh = o::stack(hs, 0);  // (nd, B, H)
+  if (batch_first) {
+    Y = o::contiguous(o::permute(Y, {2, 0, 1, 3}));
+    Yh = o::contiguous(o::permute(Yh, {1, 0, 2}));
+  }
+  std::vector<AnyTensor> r{Y, Yh};
+  if (Kind == 2) {
+    AnyTensor Yc = o::stack(cs, 0);
+    if (batch_first) Yc = o::contiguous(o::permute(Yc, {1, 0, 2}));
+    r.push_back(Yc);
+  }
+  return r;
+}
+
 #define MS_ONNX_ROW(Name) {#Name, &Name}
 /// The conversion table: ONNX op type -> row.
 inline const std::map<std::string, ConvertFn, std::less<>>& table() {
@@ -1740,7 +1891,7 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
       MS_ONNX_ROW(Compress), MS_ONNX_ROW(NonZero), MS_ONNX_ROW(BitShift),
       {"HannWindow", &window_fn<0>}, {"HammingWindow", &window_fn<1>}, {"BlackmanWindow", &window_fn<2>},
       MS_ONNX_ROW(QuantizeLinear), MS_ONNX_ROW(DequantizeLinear), MS_ONNX_ROW(DynamicQuantizeLinear),
-      MS_ONNX_ROW(ReverseSequence),
+      MS_ONNX_ROW(ReverseSequence), {"RNN", &recurrent<0>}, {"GRU", &recurrent<1>}, {"LSTM", &recurrent<2>},
   };
   return t;
 }
