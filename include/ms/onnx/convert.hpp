@@ -264,6 +264,15 @@ inline Window window(const NodeCtx& c, const Shape& xs, const IntList& kernel, i
 
 // ---- elementwise ------------------------------------------------------------------------------
 
+/// atan from registered ops: two half-angle steps, atan(x) = 2 atan(x / (1 + sqrt(1 + x^2))), bring
+/// |t| under tan(pi/16) ~ 0.2, where the odd series to t^11 is exact to ~1e-10 (|x| < 1e18).
+inline AnyTensor atan(const AnyTensor& x) {
+  AnyTensor t = x;
+  for (int i = 0; i < 2; ++i) t = o::div(t, o::add(o::sqrt(o::add(o::mul(t, t), 1.0)), 1.0));
+  AnyTensor t2 = o::mul(t, t), acc = o::full(Shape{}, -1.0 / 11, x.dtype());
+  for (int k = 9; k >= 1; k -= 2) acc = o::add(o::mul(acc, t2), (k % 4 == 1 ? 1.0 : -1.0) / k);
+  return o::mul(o::mul(acc, t), 4.0);
+}
 #define MS_ONNX_UNARY(Name, expr)                                  \
   inline std::vector<AnyTensor> Name(const NodeCtx& c) {          \
     const AnyTensor& x = c.in(0);                                  \
@@ -286,6 +295,10 @@ MS_ONNX_UNARY(Cosh, o::mul(o::add(o::exp(x), o::exp(o::neg(x))), 0.5))
 MS_ONNX_UNARY(Asinh, o::log(o::add(x, o::sqrt(o::add(o::mul(x, x), 1.0)))))
 MS_ONNX_UNARY(Acosh, o::log(o::add(x, o::sqrt(o::sub(o::mul(x, x), 1.0)))))
 MS_ONNX_UNARY(Atanh, o::mul(o::log(o::div(o::add(x, 1.0), o::sub(1.0, x))), 0.5))
+MS_ONNX_UNARY(Atan, atan(x))
+MS_ONNX_UNARY(Asin, o::mul(atan(o::div(x, o::add(o::sqrt(o::sub(1.0, o::mul(x, x))), 1.0))), 2.0))
+MS_ONNX_UNARY(Acos, o::sub(1.57079632679489661923,
+                           o::mul(atan(o::div(x, o::add(o::sqrt(o::sub(1.0, o::mul(x, x))), 1.0))), 2.0)))
 MS_ONNX_UNARY(Tanh, o::tanh(x))
 MS_ONNX_UNARY(Sigmoid, o::sigmoid(x))
 MS_ONNX_UNARY(Relu, o::relu(x))
@@ -809,7 +822,19 @@ std::vector<AnyTensor> GlobalPool(const NodeCtx& c) {
   return one(Max ? o::max(x, axes, true) : o::mean(x, axes, true));
 }
 inline std::vector<AnyTensor> BatchNormalization(const NodeCtx& c) {
-  if (c.ai("training_mode", 0)) c.fail("training_mode=1");
+  if (c.ai("training_mode", 0)) {
+    // Batch statistics (biased variance); the running ones blend in with `momentum`.
+    const AnyTensor& x = c.in(0);
+    need_float(c, x);
+    IntList axes{0}, cs(static_cast<std::size_t>(x.dim()), 1);
+    for (int i = 2; i < x.dim(); ++i) axes.push_back(i);
+    cs[1] = x.shape()[1];
+    const double mom = c.af("momentum", 0.9), eps = c.af("epsilon", 1e-5);
+    AnyTensor m = o::mean(x, axes, false), v = o::var(x, axes, false, 0);
+    AnyTensor y = o::mul(o::sub(x, o::reshape(m, cs)), o::rsqrt(o::add(o::reshape(v, cs), eps)));
+    y = o::add(o::mul(y, o::reshape(c.in(1), cs)), o::reshape(c.in(2), cs));
+    return {y, o::add(o::mul(c.in(3), mom), o::mul(m, 1 - mom)), o::add(o::mul(c.in(4), mom), o::mul(v, 1 - mom))};
+  }
   for (int i = 1; i < static_cast<int>(c.num_outputs()); ++i)
     if (c.wants_output(i)) c.fail("the running statistics outputs (training)");
   if (c.opset() < 9 && c.ai("spatial", 1) == 0) c.fail("spatial=0");
@@ -1701,6 +1726,47 @@ inline std::vector<AnyTensor> ReverseSequence(const NodeCtx& c) {
   return one(o::gather(x, ta, full));
 }
 
+/// Unique of a constant tensor (its output shape depends on the values): the distinct values or
+/// slices along `axis`, sorted or in order of first occurrence, with their first indices, the
+/// inverse indices and the counts.
+inline std::vector<AnyTensor> Unique(const NodeCtx& c) {
+  AnyTensor x = c.need_const(0);
+  const std::vector<double> v = c.doubles(0);
+  const bool sorted = c.ai("sorted", 1) != 0;
+  int axis = -1;
+  if (c.has_attr("axis")) axis = axis_of(c, c.ai("axis", 0), x.dim());
+  else x = o::reshape(x, {x.numel()});
+  const int ax = axis < 0 ? 0 : axis;
+  const std::int64_t n = x.shape()[ax];
+  // Slice k of the axis as a vector of values, for comparing.
+  std::int64_t inner = 1, outer = 1;
+  for (int i = ax + 1; i < x.dim(); ++i) inner *= x.shape()[i];
+  for (int i = 0; i < ax; ++i) outer *= x.shape()[i];
+  std::vector<std::vector<double>> sl(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k)
+    for (std::int64_t o_ = 0; o_ < outer; ++o_)
+      for (std::int64_t i = 0; i < inner; ++i)
+        sl[static_cast<std::size_t>(k)].push_back(v[static_cast<std::size_t>((o_ * n + k) * inner + i)]);
+  IntList first, inverse(static_cast<std::size_t>(n)), counts;
+  for (std::int64_t k = 0; k < n; ++k) {
+    auto it = std::find_if(first.begin(), first.end(), [&](std::int64_t f) { return sl[static_cast<std::size_t>(f)] == sl[static_cast<std::size_t>(k)]; });
+    if (it == first.end()) { first.push_back(k); counts.push_back(1); }
+    else counts[static_cast<std::size_t>(it - first.begin())]++;
+  }
+  IntList order(first.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (sorted)
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+      return sl[static_cast<std::size_t>(first[static_cast<std::size_t>(a)])] < sl[static_cast<std::size_t>(first[static_cast<std::size_t>(b)])];
+    });
+  IntList idx, cnt;
+  for (auto o_ : order) { idx.push_back(first[static_cast<std::size_t>(o_)]); cnt.push_back(counts[static_cast<std::size_t>(o_)]); }
+  for (std::int64_t k = 0; k < n; ++k)
+    for (std::size_t j = 0; j < idx.size(); ++j)
+      if (sl[static_cast<std::size_t>(idx[j])] == sl[static_cast<std::size_t>(k)]) inverse[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(j);
+  return {o::index_select(x, ax, i64_tensor(idx)), i64_tensor(idx), i64_tensor(inverse), i64_tensor(cnt)};
+}
+
 // ---- recurrent layers --------------------------------------------------------------------------
 
 /// RNN (Kind 0), GRU (1) and LSTM (2), unrolled over the (static) sequence: one linear() per gate
@@ -1858,7 +1924,7 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
   static const std::map<std::string, ConvertFn, std::less<>> t = {
       MS_ONNX_ROW(Abs), MS_ONNX_ROW(Neg), MS_ONNX_ROW(Sign), MS_ONNX_ROW(Exp), MS_ONNX_ROW(Log),
       MS_ONNX_ROW(Sqrt), MS_ONNX_ROW(Reciprocal), MS_ONNX_ROW(Erf), MS_ONNX_ROW(Sin), MS_ONNX_ROW(Cos),
-      MS_ONNX_ROW(Tan), MS_ONNX_ROW(Sinh), MS_ONNX_ROW(Cosh), MS_ONNX_ROW(Asinh), MS_ONNX_ROW(Acosh),
+      MS_ONNX_ROW(Tan), MS_ONNX_ROW(Atan), MS_ONNX_ROW(Asin), MS_ONNX_ROW(Acos), MS_ONNX_ROW(Sinh), MS_ONNX_ROW(Cosh), MS_ONNX_ROW(Asinh), MS_ONNX_ROW(Acosh),
       MS_ONNX_ROW(Atanh), MS_ONNX_ROW(Tanh), MS_ONNX_ROW(Sigmoid), MS_ONNX_ROW(Relu), MS_ONNX_ROW(Floor),
       MS_ONNX_ROW(Ceil), MS_ONNX_ROW(Round), MS_ONNX_ROW(Not), MS_ONNX_ROW(Softplus), MS_ONNX_ROW(Softsign),
       MS_ONNX_ROW(IsNaN), MS_ONNX_ROW(IsInf), MS_ONNX_ROW(Mish), MS_ONNX_ROW(Identity), MS_ONNX_ROW(LeakyRelu),
@@ -1891,7 +1957,7 @@ inline const std::map<std::string, ConvertFn, std::less<>>& table() {
       MS_ONNX_ROW(Compress), MS_ONNX_ROW(NonZero), MS_ONNX_ROW(BitShift),
       {"HannWindow", &window_fn<0>}, {"HammingWindow", &window_fn<1>}, {"BlackmanWindow", &window_fn<2>},
       MS_ONNX_ROW(QuantizeLinear), MS_ONNX_ROW(DequantizeLinear), MS_ONNX_ROW(DynamicQuantizeLinear),
-      MS_ONNX_ROW(ReverseSequence), {"RNN", &recurrent<0>}, {"GRU", &recurrent<1>}, {"LSTM", &recurrent<2>},
+      MS_ONNX_ROW(ReverseSequence), {"RNN", &recurrent<0>}, MS_ONNX_ROW(Unique), {"GRU", &recurrent<1>}, {"LSTM", &recurrent<2>},
   };
   return t;
 }
