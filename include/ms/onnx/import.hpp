@@ -33,6 +33,8 @@ struct LoadOptions {
   /// Graph inputs given a value here become constants of the graph (no longer inputs): for
   /// inputs that a node needs at load time (a Reshape's shape fed as an input).
   std::map<std::string, AnyTensor> input_values;
+  /// An input with more elements than this is an error (a corrupted or mistaken shape).
+  std::int64_t max_input_elements = std::int64_t{1} << 32;
 };
 
 /// An imported model: the graph and the ONNX names of its inputs and outputs.
@@ -185,6 +187,14 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
     } else {
       MS_THROW(ShapeError, "onnx: '{}': input '{}' declares no shape; give one with LoadOptions::input_shapes", file,
                name);
+    }
+    std::int64_t count = 1;
+    for (auto d : dims) {
+      if (d < 0) MS_THROW(ShapeError, "onnx: '{}': input '{}' has a negative dimension {}", file, name, d);
+      if (d > 0 && count > opt.max_input_elements / d)
+        MS_THROW(ShapeError, "onnx: '{}': input '{}' of shape {} has more than {} elements (LoadOptions::max_input_elements)",
+                 file, name, shape_str(Shape(dims)), opt.max_input_elements);
+      count *= d;
     }
     AnyTensor placeholder;
     {

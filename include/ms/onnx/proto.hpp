@@ -184,8 +184,8 @@ inline AnyTensor to_tensor(const pb::TensorProto& tp, const std::string& file = 
       bad_model(file, fmt::format("tensor '{}' has no valid element type ({})", tp.name(), tp.data_type()));
     throw UnsupportedDType(tp.data_type());
   }
-  AnyTensor t = AnyTensor::empty(shape, *dt);
-  const std::size_t want = t.nbytes();
+  // Sizes are checked before anything is allocated: a corrupted shape must not allocate.
+  const std::size_t want = static_cast<std::size_t>(n) * dtype_size(*dt);
   auto mismatch = [&](std::size_t have, const char* unit) {
     bad_model(file, fmt::format("tensor '{}' declares shape {} of {} ({} elements) but holds {} {}", tp.name(),
                                 shape_str(shape), onnx_type_name(tp.data_type()), n, have, unit));
@@ -195,6 +195,7 @@ inline AnyTensor to_tensor(const pb::TensorProto& tp, const std::string& file = 
     std::string ext;
     const std::string& raw = external ? (ext = detail::read_external(file, base_dir, tp)) : tp.raw_data();
     if (raw.size() != want) mismatch(raw.size(), "bytes");
+    AnyTensor t = AnyTensor::empty(shape, *dt);
     if (want) std::memcpy(t.raw_data(), raw.data(), want);
     if (*dt == DType::b8)  // any nonzero byte is true; ms bools must be 0 or 1
       for (std::size_t i = 0; i < want; ++i) static_cast<std::uint8_t*>(t.raw_data())[i] = raw[i] != 0;
@@ -203,6 +204,15 @@ inline AnyTensor to_tensor(const pb::TensorProto& tp, const std::string& file = 
   auto check = [&](int have) {
     if (static_cast<std::uint64_t>(have) != n) mismatch(static_cast<std::size_t>(have), "values");
   };
+  int have = 0;
+  switch (*dt) {
+    case DType::f32: have = tp.float_data_size(); break;
+    case DType::f64: have = tp.double_data_size(); break;
+    case DType::i64: have = tp.int64_data_size(); break;
+    default: have = tp.int32_data_size(); break;
+  }
+  check(have);
+  AnyTensor t = AnyTensor::empty(shape, *dt);
   switch (*dt) {
     case DType::f32: check(tp.float_data_size()); detail::copy_field<float>(t, tp.float_data()); break;
     case DType::f64: check(tp.double_data_size()); detail::copy_field<double>(t, tp.double_data()); break;
