@@ -173,6 +173,12 @@ inline void need_float(const NodeCtx& c, const AnyTensor& x) {
   if (!is_float(x.dtype())) c.fail(fmt::format("dtype {} is not supported (float32 and float64 are)", x.dtype()));
 }
 inline std::vector<AnyTensor> one(AnyTensor t) { return {std::move(t)}; }
+/// Requires input i to have rank r (lo..hi with the second form).
+inline void need_rank(const NodeCtx& c, std::size_t i, int lo, int hi = -1) {
+  const int r = c.in(i).dim();
+  if (r < lo || r > (hi < 0 ? lo : hi))
+    c.fail(fmt::format("input {} has rank {} (expected {})", i, r, hi < 0 || hi == lo ? fmt::format("{}", lo) : fmt::format("{} to {}", lo, hi)));
+}
 /// Reshapes a per-channel (C,) tensor to (C, 1, ...) for broadcasting against rank `rank` from axis 1.
 inline AnyTensor channel(const AnyTensor& v, int rank) {
   IntList s{v.numel()};
@@ -520,6 +526,8 @@ std::vector<AnyTensor> arg_reduce(const NodeCtx& c) {
 
 inline std::vector<AnyTensor> MatMul(const NodeCtx& c) { return one(o::matmul(c.in(0), c.in(1))); }
 inline std::vector<AnyTensor> Gemm(const NodeCtx& c) {
+  need_rank(c, 0, 2);
+  need_rank(c, 1, 2);
   AnyTensor a = c.in(0), b = c.in(1);
   const double alpha = c.af("alpha", 1.0), beta = c.af("beta", 1.0);
   const bool ta = c.ai("transA", 0) != 0, tb = c.ai("transB", 0) != 0;
@@ -570,6 +578,7 @@ inline std::vector<AnyTensor> Conv(const NodeCtx& c) {
   if (nd < 1 || nd > 3) c.fail(fmt::format("{}-d convolution (1-d to 3-d are supported)", nd));
   IntList ks = c.aints("kernel_shape");
   if (ks.empty()) for (int i = 2; i < w.dim(); ++i) ks.push_back(w.shape()[i]);
+  if (w.dim() != x.dim()) c.fail(fmt::format("weight of rank {} for an input of rank {}", w.dim(), x.dim()));
   Window g = window(c, x.shape(), ks, nd);
   if (nd == 3) return one(conv3d(c, x, w, g));
   if (nd == 1) {  // as a 2-d convolution of height 1
@@ -597,7 +606,9 @@ inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
   AnyTensor x = c.in(0), w = c.in(1);
   const int nd = x.dim() - 2;
   if (nd != 1 && nd != 2) c.fail(fmt::format("{}-d transposed convolution (1-d and 2-d are supported)", nd));
+  if (w.dim() != x.dim()) c.fail(fmt::format("weight of rank {} for an input of rank {}", w.dim(), x.dim()));
   const std::int64_t g = c.ai("group", 1);
+  if (g < 1) c.fail(fmt::format("group {}", g));
   IntList ks = c.aints("kernel_shape");
   if (ks.empty()) for (int i = 2; i < w.dim(); ++i) ks.push_back(w.shape()[i]);
   IntList s = c.aints("strides", IntList(nd, 1)), d = c.aints("dilations", IntList(nd, 1));
@@ -666,6 +677,7 @@ inline std::vector<AnyTensor> GatherND(const NodeCtx& c) {
   if (idx.dtype() != DType::i64) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
   const int b = static_cast<int>(c.ai("batch_dims", 0));
   const int q = idx.dim();
+  if (q < 1) c.fail("indices of rank 0");
   const std::int64_t k = idx.shape()[q - 1];
   if (b < 0 || b >= q || b + k > x.dim()) c.fail("batch_dims or the index depth do not fit the data's rank");
   // Row-major strides of the indexed axes, and wrapped negatives.
@@ -991,13 +1003,15 @@ inline std::vector<AnyTensor> Unsqueeze(const NodeCtx& c) {
 inline std::vector<AnyTensor> Concat(const NodeCtx& c) {
   std::vector<AnyTensor> xs;
   for (std::size_t i = 0; i < c.num_inputs(); ++i) xs.push_back(c.in(i));
-  return one(o::concat(xs, axis_of(c, c.ai("axis", c.opset() < 4 ? 1 : 0), xs.at(0).dim())));
+  if (xs.empty()) c.fail("no inputs");
+  return one(o::concat(xs, axis_of(c, c.ai("axis", c.opset() < 4 ? 1 : 0), xs[0].dim())));
 }
 inline std::vector<AnyTensor> Split(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   const int axis = axis_of(c, c.ai("axis", 0), x.dim());
   IntList sizes = c.opset() >= 13 ? (c.has(1) ? c.ints(1) : IntList{}) : c.aints("split");
   const auto n = static_cast<std::int64_t>(c.num_outputs());
+  if (n < 1) c.fail("no outputs");
   if (sizes.empty()) {
     const std::int64_t len = x.shape()[axis];
     if (len % n != 0) c.fail(fmt::format("axis of size {} does not split into {} equal parts", len, n));
@@ -1475,6 +1489,7 @@ inline std::vector<AnyTensor> ScatterND(const NodeCtx& c) {
   if (red != "none" && red != "add") c.fail(fmt::format("reduction \"{}\"", red));
   if (idx.dtype() != DType::i64) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
   const int q = idx.dim();
+  if (q < 1) c.fail("indices of rank 0");
   const std::int64_t k = idx.shape()[q - 1];
   if (k > x.dim()) c.fail("the index depth exceeds the data's rank");
   IntList strides(static_cast<std::size_t>(k)), dims;
@@ -1503,6 +1518,7 @@ inline std::vector<AnyTensor> TopK(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   need_float(c, x);
   const std::int64_t k = c.opset() < 10 ? c.ai("k", 0) : static_cast<std::int64_t>(c.scalar(1));
+  if (x.dim() == 0) c.fail("input of rank 0");
   const int axis = axis_of(c, c.ai("axis", -1), x.dim());
   const bool largest = c.ai("largest", 1) != 0;
   const std::int64_t n = x.shape()[axis];
@@ -1777,6 +1793,11 @@ std::vector<AnyTensor> recurrent(const NodeCtx& c) {
   const int G = Kind == 0 ? 1 : Kind == 1 ? 3 : 4;
   AnyTensor X = c.in(0);
   need_float(c, X);
+  for (std::size_t i : {0, 1, 2}) need_rank(c, i, 3);
+  if (c.has(3)) need_rank(c, 3, 2);
+  for (std::size_t i : {5, 6}) if (c.has(i)) need_rank(c, i, 3);
+  if (c.has(7)) need_rank(c, 7, 2);
+  if (c.has(4)) need_rank(c, 4, 1);
   const bool batch_first = c.ai("layout", 0) != 0;
   if (batch_first) X = o::permute(X, {1, 0, 2});
   const std::int64_t T = X.shape()[0], Bn = X.shape()[1];

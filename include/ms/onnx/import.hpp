@@ -249,6 +249,9 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
     } catch (const Error& e) {
       MS_THROW(GraphError, "onnx: '{}': node '{}' ({}, opset {}): {}", file, name, node.op_type(), out.opset,
                e.message());
+    } catch (const std::exception& e) {  // a malformed node that a row did not check for
+      MS_THROW(GraphError, "onnx: '{}': node '{}' ({}, opset {}): malformed node ({})", file, name, node.op_type(),
+               out.opset, e.what());
     }
     int k = 0;
     for (const auto& o : node.output()) {
