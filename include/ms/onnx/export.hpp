@@ -26,6 +26,8 @@
 #endif
 
 #include "../graph/freeze.hpp"
+#include "../ops/binary.hpp"
+#include "../ops/factory.hpp"
 #include "proto.hpp"
 
 namespace ms::onnx {
