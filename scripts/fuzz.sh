@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the frozen-model loader with libFuzzer (clang, AddressSanitizer + UBSan) for a
+# Fuzzes the frozen-model loader and the ONNX importer with libFuzzer (clang, AddressSanitizer + UBSan) for a
 # bounded time, starting from the seed corpus tests/fuzz/corpus (on a copy of it).
 #
 #   bash scripts/fuzz.sh                     # 60 s, with ASan + UBSan
@@ -24,7 +24,10 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++
 echo "fuzz.sh: configure took $(elapsed "$t") s"
 
 t=$(now)
-cmake --build build-fuzz -j "${JOBS:-$(nproc)}" --target frozen_loader_fuzz
+targets=(frozen_loader_fuzz)
+# The ONNX importer's target exists when libonnx, protobuf and the ONNX test data are installed.
+if cmake --build build-fuzz --target help | grep -q onnx_loader_fuzz; then targets+=(onnx_loader_fuzz); fi
+cmake --build build-fuzz -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 echo "fuzz.sh: build took $(elapsed "$t") s"
 
 t=$(now)

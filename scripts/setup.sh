@@ -11,6 +11,7 @@ packages=(cmake g++ make libeigen3-dev libxsimd-dev libfmt-dev catch2
           nlohmann-json3-dev libbenchmark-dev zlib1g-dev
           dataset-fashion-mnist python3-numpy graphviz libopenblas-openmp-dev libdnnl-dev
           libopenmpi-dev openmpi-bin libcli11-dev
+          libonnx-dev libprotobuf-dev libonnx-testdata
           qemu-user binutils)  # the packaging test runs a program on emulated older CPUs
 
 for arg in "$@"; do

@@ -1,7 +1,9 @@
-// ms-run: load a frozen model (ms::freeze), run it on inputs read from .npy files, and write
-// its outputs as .npy files; optionally time repeated runs.
+// ms-run: load a frozen model (ms::freeze) or an ONNX model, run it on inputs read from .npy
+// files, and write its outputs as .npy files; optionally time repeated runs. Converts ONNX models
+// to frozen ones and back.
 //
 //   ms-run MODEL [--backend cpu|ascend[:N]] [--out FILE.npy] [--repeat N] [--warmup W] [--info] INPUT.npy...
+//   ms-run --convert MODEL.onnx OUT.msf     (and MODEL.msf OUT.onnx)
 //   ms-run --backend ascend[:N] --selftest
 //
 // Exit status: 0 on success, 2 on a usage error or an ms::Error (its message is printed),
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,9 @@
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>  // registers "ascend" (AscendCL from $MS_ASCEND_LIBS)
 #include <ms/backend/ascend/selftest.hpp>
+#ifdef MS_HAVE_ONNX
+#include <ms/onnx.hpp>
+#endif
 
 namespace {
 
@@ -30,9 +36,12 @@ namespace {
 
 constexpr std::string_view kDescription = R"(ms-run: runs a frozen model.
   ms-run MODEL [options] INPUT.npy...
-      Loads MODEL (a file written by ms::freeze), runs it once on the inputs (one .npy
+      Loads MODEL (a file written by ms::freeze, or an ONNX model: a .onnx file), runs it once on the inputs (one .npy
       file per model input, in order; NAME=FILE.npy gives an input by name) and prints
       each output's dtype, shape and values.
+  ms-run --convert MODEL.onnx OUT.msf
+      Imports an ONNX model and freezes it into ms's own format (symbolic dimensions as --dim
+      gives them). MODEL.msf OUT.onnx writes a frozen model as ONNX (checked by ONNX's checker).
   ms-run --backend ascend[:N] --selftest
       Runs every op the Ascend adapter maps (aclnn and AI CPU) once on the device, compares
       it with the CPU and prints a table: op, inputs, engine, kernels, error, time, status
@@ -60,7 +69,9 @@ int run(int argc, char** argv) {
   std::vector<std::string> inputs;
   long repeat = 0, warmup = -1;
   int threads = 0;
-  bool info = false, selftest = false;
+  bool info = false, selftest = false, convert = false;
+  std::vector<std::string> dim_args;
+  std::map<std::string, std::int64_t> dims;
   CLI::App app{std::string(kDescription), "ms-run"};
   app.set_version_flag("--version", "ms-run (ms " MS_VERSION_STRING ")");
   app.add_option("MODEL", model_path, "a model file written by ms::freeze");
@@ -81,6 +92,9 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0L, 1000000000L));
   app.add_option("--threads", threads, "intra-op threads")->type_name("T")->check(CLI::Range(1, 4096));
   app.add_flag("--info", info, "prints the model's inputs, outputs, metadata and compiled graph, and exits");
+  app.add_option("--dim", dim_args, "an ONNX model's symbolic dimension NAME is N (default 1); repeat for each")
+      ->type_name("NAME=N");
+  app.add_flag("--convert", convert, "converts MODEL (first argument) to OUT (second): .onnx to a frozen model or back");
   app.add_flag("--selftest", selftest, "with --backend ascend[:N]: checks every op the Ascend adapter maps");
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "help") {  // `ms-run help`, as the other tools take it
@@ -113,12 +127,64 @@ int run(int argc, char** argv) {
   }
   if (model_path.empty()) throw UsageError("no MODEL given");
   if (threads > 0) ms::set_num_threads(threads);
+  for (const std::string& v : dim_args) {
+    const auto eq = v.find('=');
+    char* end = nullptr;
+    const long long n = eq == std::string::npos ? 0 : std::strtoll(v.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || n < 1)
+      throw UsageError(fmt::format("--dim: '{}' is not NAME=N with N >= 1", v));
+    dims[v.substr(0, eq)] = n;
+  }
+  const std::string convert_to = convert ? "?" : "";
+  auto is_onnx = [](const std::string& p) { return std::filesystem::path(p).extension() == ".onnx"; };
+#ifdef MS_HAVE_ONNX
+  auto import_onnx = [&] {
+    ms::onnx::LoadOptions lo;
+    lo.dims = dims;
+    return ms::onnx::load(model_path, lo);
+  };
+#endif
+  if (!convert_to.empty()) {
+    if (inputs.size() != 1) throw UsageError("--convert takes MODEL and OUT");
+    const std::string& out = inputs[0];
+#ifdef MS_HAVE_ONNX
+    if (is_onnx(model_path) && !is_onnx(out)) {
+      ms::onnx::Model m = import_onnx();
+      const std::size_t nodes = m.graph.num_nodes();
+      ms::FreezeOptions fo;
+      fo.metadata["source"] = std::filesystem::path(model_path).filename().string();
+      fo.metadata["onnx.opset"] = std::to_string(m.opset);
+      if (!m.producer.empty()) fo.metadata["onnx.producer"] = m.producer;
+      ms::freeze(m.graph, out, fo);
+      fmt::print("wrote {} ({} nodes, opset {})\n", out, nodes, m.opset);
+      return 0;
+    }
+    if (!is_onnx(model_path) && is_onnx(out)) {
+      ms::onnx::save_frozen_as_onnx(model_path, out);
+      fmt::print("wrote {}\n", out);
+      return 0;
+    }
+    throw UsageError("--convert converts MODEL.onnx to a frozen model, or a frozen model to OUT.onnx");
+#else
+    throw UsageError("this ms-run was built without ONNX support (the ms::onnx target: libonnx-dev, libprotobuf-dev)");
+#endif
+  }
 
-  ms::InferenceModel model = ms::InferenceModel::load(model_path, opt);
+  const auto load_start = std::chrono::steady_clock::now();
+  ms::InferenceModel model = [&] {
+    if (!is_onnx(model_path)) return ms::InferenceModel::load(model_path, opt);
+#ifdef MS_HAVE_ONNX
+    return ms::InferenceModel::from_graph(import_onnx().graph, opt);
+#else
+    throw UsageError("this ms-run was built without ONNX support (the ms::onnx target: libonnx-dev, libprotobuf-dev)");
+#endif
+  }();
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   const auto& in_metas = model.input_metas();
   if (info) {
     fmt::print("model {} (loaded and compiled for {} in {:.2f} ms)\n", model_path, model.backend_name(),
-               model.load_seconds() * 1e3);
+               is_onnx(model_path) ? load_ms : model.load_seconds() * 1e3);
     for (std::size_t i = 0; i < in_metas.size(); ++i)
       fmt::print("input {} \"{}\": {}\n", i, model.input_names()[i], meta_str(in_metas[i]));
     for (std::size_t i = 0; i < model.output_metas().size(); ++i)
