@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -66,6 +67,15 @@ inline void require_shape(const ms::AnyTensor& t, std::initializer_list<std::int
 
 /// Expects `expr` to throw exception type E whose what() equals `message` exactly.
 #define MS_REQUIRE_THROWS_MSG(expr, E, message) REQUIRE_THROWS_MATCHES(expr, E, Catch::Matchers::Message(message))
+
+/// One row of an error-message table: what is called, and the check that it throws the
+/// exact message (MS_ERROR_ROW(description, expression, ErrorType, "message")).
+struct ErrorRow {
+  const char* what;
+  std::function<void()> check;
+};
+#define MS_ERROR_ROW(desc, expr, E, msg) \
+  ::ms_test::ErrorRow { desc, [] { MS_REQUIRE_THROWS_MSG(expr, E, msg); } }
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();

@@ -24,8 +24,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <ms/ms.hpp>
 #include <ms/onnx.hpp>
+
+#include "cli.hpp"
+
+#ifndef MS_VERSION_STRING
+#define MS_VERSION_STRING "unknown"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -221,30 +228,24 @@ Result run_isolated(const fs::path& dir, const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "ms-onnx-test: " << a << " needs a value\n";
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--filter") o.filter = next();
-    else if (a == "--rtol") o.rtol = std::stod(next());
-    else if (a == "--atol") o.atol = std::stod(next());
-    else if (a == "--timeout") o.timeout = std::stoi(next());
-    else if (a == "--no-fork") o.fork = false;
-    else if (a == "-h" || a == "--help") {
-      std::cout << "usage: ms-onnx-test [ROOT] [--filter SUBSTR] [--rtol R] [--atol A] [--no-fork] [--timeout S]\n"
-                   "Runs every ONNX backend test (a folder with model.onnx) under ROOT (default "
-                << kDefaultRoot << ").\n";
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "ms-onnx-test: unknown option " << a << "\n";
-      return 2;
-    } else o.root = a;
+  CLI::App app{"ms-onnx-test: runs every ONNX backend test (a folder holding model.onnx) under ROOT on ms", "ms-onnx-test"};
+  app.set_version_flag("--version", "ms-onnx-test (ms " MS_VERSION_STRING ")");
+  std::string root = o.root.string();
+  app.add_option("ROOT", root, "the test data (default: Debian's libonnx-testdata, " + std::string(kDefaultRoot) + ")");
+  app.add_option("--filter", o.filter, "runs only the tests whose name contains SUBSTR")->type_name("SUBSTR");
+  app.add_option("--rtol", o.rtol, "relative tolerance")->type_name("R")->check(CLI::Range(0.0, 1e6));
+  app.add_option("--atol", o.atol, "absolute tolerance")->type_name("A")->check(CLI::Range(0.0, 1e6));
+  app.add_option("--timeout", o.timeout, "seconds a test may run")->type_name("S")->check(CLI::Range(1, 86400));
+  bool no_fork = false;
+  app.add_flag("--no-fork", no_fork, "runs the tests in this process (a crash ends the run)");
+  try {
+    if (auto done = ms_tools::parse_command_line(app, argc, argv)) return *done;
+  } catch (const ms_tools::UsageError& e) {
+    std::cerr << "ms-onnx-test: " << e.what() << " (see: ms-onnx-test --help)\n";
+    return 2;
   }
+  o.fork = !no_fork;
+  o.root = root;
   if (!fs::is_directory(o.root)) {
     std::cerr << "ms-onnx-test: " << o.root << " is not a folder (install libonnx-testdata, or give ROOT)\n";
     return 2;

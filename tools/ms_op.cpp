@@ -24,6 +24,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cli.hpp"
 #include <ms/ms.hpp>
 // The collectives (all_reduce, broadcast, ...) are listed too. This tool does not link MPI
 // (ms::dist): run here, they see a world of one process, where each is the identity.
@@ -55,9 +57,7 @@ constexpr std::string_view kAttrHelp =
 Repeat for each attribute.)";
 
 /// A usage mistake (printed with a hint to run `ms-op help`).
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using ms_tools::UsageError;
 
 std::string short_dtype(DType d) {
   switch (d) {
@@ -369,17 +369,7 @@ int main(int argc, char** argv) {
       std::cout << app.help();
       return 0;
     }
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-      std::cout << app.help();
-      return 0;
-    } catch (const CLI::CallForVersion&) {
-      std::cout << app.version() << "\n";
-      return 0;
-    } catch (const CLI::ParseError& e) {
-      throw UsageError(e.what());
-    }
+    if (auto done = ms_tools::parse_command_line(app, argc, argv)) return *done;
     if (*list) return cmd_list(filter);
     if (*info) {
       fmt::print("CPU kernels: {}\n{}\n", ms::cpu::isa_summary(), ms::Profiler::cpu_gemm_line());

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cli.hpp"
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>  // registers "ascend" (AscendCL from $MS_ASCEND_LIBS)
 #include <ms/backend/ascend/selftest.hpp>
@@ -48,9 +50,7 @@ constexpr std::string_view kDescription = R"(ms-run: runs a frozen model.
       (exit status 1 when an op failed or differs).
 Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).)";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using ms_tools::UsageError;
 
 std::string meta_str(const ms::ops::TensorMeta& m) { return fmt::format("{} {}", m.dtype, ms::shape_str(m.shape)); }
 
@@ -101,17 +101,7 @@ int run(int argc, char** argv) {
     std::cout << app.help();
     return args.empty() ? 2 : 0;
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::CallForVersion&) {
-    std::cout << app.version() << "\n";
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
-  }
+  if (auto done = ms_tools::parse_command_line(app, argc, argv)) return *done;
   if (selftest) {
     const ms::Device dev = ms::Device::parse(app.count("--backend") ? opt.backend : std::string("ascend"));
     if (dev.type != ms::DeviceType::ascend) throw UsageError("--selftest needs --backend ascend[:N]");

@@ -21,12 +21,8 @@ AnyTensor leaf() {  // a float64 leaf that requires grad
   return x;
 }
 
-struct Row {
-  const char* what;
-  std::function<void()> check;
-};
-#define ROW(desc, expr, E, msg) \
-  Row { desc, [] { MS_REQUIRE_THROWS_MSG(expr, E, msg); } }
+using Row = ms_test::ErrorRow;
+#define ROW MS_ERROR_ROW
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> table = {

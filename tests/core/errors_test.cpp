@@ -12,12 +12,8 @@ using ms::Tensor;
 using ms_test::iota;
 Tensor<float> m23() { return iota<float>({2, 3}); }  // a (2, 3) float32 matrix
 
-struct Row {
-  const char* what;
-  std::function<void()> check;
-};
-#define ROW(desc, expr, E, msg) \
-  Row { desc, [] { MS_REQUIRE_THROWS_MSG(expr, E, msg); } }
+using Row = ms_test::ErrorRow;
+#define ROW MS_ERROR_ROW
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> table = {

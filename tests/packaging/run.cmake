@@ -96,7 +96,15 @@ if(MODE STREQUAL "find_package")
       message(FATAL_ERROR "[packaging.${MODE}] pkg-config --cflags --libs ms failed (${rc})")
     endif()
     separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
-    run("build consumer with pkg-config" ${CXX_COMPILER} -O0 ${CONSUMER_DIR}/main.cpp ${pc_flags}
+    # One unit, header-only (the kernels compiled in it, for its flags: only the baseline level).
+    file(WRITE ${WORK_DIR}/pc_main.cpp [=[
+#include <ms/ms.hpp>
+int main() {
+  auto b = ms::ones<float>({2, 3}) + ms::ones<float>({2, 3});
+  return b.sum().item() == 12.0f && ms::cpu::compiled_isas().size() == 1 ? 0 : 1;
+}
+]=])
+    run("build consumer with pkg-config" ${CXX_COMPILER} -O0 ${WORK_DIR}/pc_main.cpp ${pc_flags}
         -o ${WORK_DIR}/ms_consumer_pc)
     run("run consumer built with pkg-config" ${WORK_DIR}/ms_consumer_pc)
     # A unit built with another MS_HAVE_BLAS than the kernels' unit must not link.
