@@ -12,14 +12,15 @@
 // MS_ELEMENTWISE_REGISTRATION in core/linkage.hpp), in the section `ms_isa_rows`; the
 // program's own registrations bind to the rows of the selected level (ops/isa_dispatch.hpp).
 //
-// Why this is safe on a CPU below the level: the unit has no code that runs at start-up
-// (the rows are constants; tests/packaging checks that its object has no .init_array),
-// and its kernels, formulas and SIMD facade live in a namespace of its own (MS_ISA_NS), so
+// Why this is safe on a CPU below the level: the rows are constants (ms's own code adds
+// nothing that runs at start-up; only Eigen's `last`/`all` objects do, at -O0), and the
+// unit's kernels, formulas and SIMD facade live in a namespace of its own (MS_ISA_NS), so
 // the linker cannot take one of them for the baseline's copy. What it shares with the rest
-// of the program (libstdc++'s and xsimd's scalar helpers, used by few kernels) comes first
-// from the baseline unit, which the kernel library links ahead of the level units;
-// tests/packaging/check_isa_leaks.sh disassembles a program built without -march and fails
-// if any function outside the level namespaces holds an instruction above x86-64-v2.
+// of the program (libstdc++'s, Eigen's and xsimd's inline helpers) comes first from the
+// baseline unit, which the kernel library links ahead of the level units, lowest level
+// first. tests/packaging/check_isa_leaks.py disassembles a program built without -march
+// and fails if any function that code outside the level namespaces can reach (start-up
+// code included) holds an instruction above x86-64.
 
 #if !defined(MS_ISA_LEVEL)
 #error "define MS_ISA_LEVEL (1, 2 or 3) before including <ms/backend/cpu/isa_unit.hpp>"
