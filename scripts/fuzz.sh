@@ -26,7 +26,10 @@ echo "fuzz.sh: configure took $(elapsed "$t") s"
 t=$(now)
 targets=(frozen_loader_fuzz)
 # The ONNX importer's target exists when libonnx, protobuf and the ONNX test data are installed.
-if cmake --build build-fuzz --target help | grep -q onnx_loader_fuzz; then targets+=(onnx_loader_fuzz); fi
+# (The target list is read whole first: grep -q would close the pipe early, and under
+# pipefail the build tool's SIGPIPE would read as "not there".)
+all_targets=$(cmake --build build-fuzz --target help)
+if grep -q onnx_loader_fuzz <<< "$all_targets"; then targets+=(onnx_loader_fuzz); fi
 cmake --build build-fuzz -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 echo "fuzz.sh: build took $(elapsed "$t") s"
 
