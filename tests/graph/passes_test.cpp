@@ -612,3 +612,65 @@ TEST_CASE("passes: the IR is dumped after each pass into a directory", "[graph]"
   }
   fs::remove_all(dir);
 }
+
+namespace {
+/// A training-mode batch_norm whose running statistics are read by `graph` only through
+/// the op's in-place write: the value the graph returns does not depend on the node.
+struct BatchNormStats {
+  AnyTensor rm = ops::zeros({3}), rv = ops::ones({3});
+  AnyTensor w = ops::ones({3}), b = ops::zeros({3});
+};
+}  // namespace
+
+TEST_CASE("passes: a batch_norm whose output is unused still updates its running statistics", "[graph]") {
+  AnyTensor x = random_floats({8, 3}, 21), x2 = random_floats({8, 3}, 22);
+  BatchNormStats eager, traced;
+  auto fn = [](BatchNormStats& s, const AnyTensor& in) {
+    (void)ops::batch_norm(in, s.w, s.b, s.rm, s.rv, true, 0.1, 1e-5);  // y unused: only the stats change
+    return ops::exp(in);
+  };
+  (void)fn(eager, x);
+  (void)fn(eager, x2);
+
+  graph::Capture cap;
+  cap.input(x, "x");
+  cap.output(fn(traced, x));
+  graph::Graph g = cap.finish();
+  REQUIRE(g.count("batch_norm") == 1);
+  CHECK(ms::ops::registry().get("batch_norm").writes_input(g.nodes()[0].attrs, 5, 3));
+  // The capture ran the op eagerly once; replay the graph for the second step.
+  graph::Graph copy = g;
+  CHECK(graph::dce(copy) == 0);
+  CHECK(copy.count("batch_norm") == 1);
+  backend::Executable exe = backend::compile(std::move(g));
+  CHECK(exe.num_steps() >= 2);
+  std::vector<AnyTensor> r = exe.run({x2});
+  CHECK(same_bits(r[0], ops::exp(x2)));
+  CHECK(same_bits(traced.rm, eager.rm));
+  CHECK(same_bits(traced.rv, eager.rv));
+}
+
+TEST_CASE("passes: two identical batch_norm calls are not merged: each updates the statistics", "[graph]") {
+  AnyTensor x = random_floats({6, 3}, 23), x2 = random_floats({6, 3}, 24);
+  BatchNormStats eager, traced;
+  auto fn = [](BatchNormStats& s, const AnyTensor& in) {
+    AnyTensor y1 = ops::batch_norm(in, s.w, s.b, s.rm, s.rv, true, 0.1, 1e-5);
+    AnyTensor y2 = ops::batch_norm(in, s.w, s.b, s.rm, s.rv, true, 0.1, 1e-5);
+    return ops::add(y1, y2);
+  };
+  (void)fn(eager, x);
+  const AnyTensor want = fn(eager, x2);
+  graph::Capture cap;
+  cap.input(x, "x");
+  cap.output(fn(traced, x));
+  graph::Graph g = cap.finish();
+  REQUIRE(g.count("batch_norm") == 2);
+  graph::Graph copy = g;
+  CHECK(graph::cse(copy) == 0);
+  CHECK(copy.count("batch_norm") == 2);
+  backend::Executable exe = backend::compile(std::move(g));
+  std::vector<AnyTensor> r = exe.run({x2});
+  CHECK(same_bits(r[0], want));
+  CHECK(same_bits(traced.rm, eager.rm));  // four updates on each side
+  CHECK(same_bits(traced.rv, eager.rv));
+}

@@ -191,7 +191,7 @@ class CpuBackend final : public Backend {
   }
   double cost_us(Engine, const ops::OpDef& op, std::span<const ops::TensorMeta> in, std::span<const ops::TensorMeta> out,
                  const ops::Attrs& attrs) const override {
-    if (op.is_view() && op.category != ops::Category::movement) return 0.0;
+    if (op.is_pure_view()) return 0.0;
     return HostCostModel{}(ops::op_cost(op, in, out, attrs));
   }
   void launch(Engine, const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,

@@ -234,10 +234,12 @@ inline std::vector<ValueId> writeback_targets(const graph::Graph& G, const std::
   std::vector<int> writes(nv, 0);
   for (ValueId p : G.params()) old_of[static_cast<std::size_t>(p)] = any_of[static_cast<std::size_t>(p)] = p;
   for (const graph::Node& n : nodes) {
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)  // every write into a parameter counts
+      if (n.op->writes_input(n.attrs, n.inputs.size(), k) && any_of[static_cast<std::size_t>(n.inputs[k])] >= 0)
+        writes[static_cast<std::size_t>(any_of[static_cast<std::size_t>(n.inputs[k])])]++;
     if (!n.op->is_view() || n.inputs.empty()) continue;
     const auto src = static_cast<std::size_t>(n.inputs[0]);
-    const bool write = graph::detail::has_side_effect(n);
-    if (write && any_of[src] >= 0) writes[static_cast<std::size_t>(any_of[src])]++;
+    const bool write = n.op->is_writing_view();
     for (ValueId o : n.outputs) {
       any_of[static_cast<std::size_t>(o)] = any_of[src];
       old_of[static_cast<std::size_t>(o)] = write ? -1 : old_of[src];
@@ -386,7 +388,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
                        std::vector<AnyTensor>(n.outputs.size()), graph::node_label(n), {}};
     if (n.fused) s.kind = Executable::StepKind::fused;
     else if (n.op->is_view())
-      s.kind = home[static_cast<std::size_t>(n.outputs[0])] == Home::runtime_view || graph::detail::has_side_effect(n)
+      s.kind = home[static_cast<std::size_t>(n.outputs[0])] == Home::runtime_view || n.op->is_writing_view()
                    ? Executable::StepKind::view
                    : Executable::StepKind::static_view;
     ex.steps_.push_back(std::move(s));

@@ -258,7 +258,7 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
     for (auto v : n.inputs) in.push_back(G.value(v).meta);
     for (auto v : n.outputs) out.push_back(G.value(v).meta);
     std::span<const ops::TensorMeta> ins(in.data(), in.size()), outs(out.data(), out.size());
-    const bool writer = n.op->is_view() && n.op->category == ops::Category::movement;
+    const bool writer = n.op->is_writing_view();
     if (n.op->is_view() && !writer) {
       const bool dev_in = on_dev[static_cast<std::size_t>(n.inputs[0])];
       if (dev_in && !detail::layout_only_view(*n.op)) {
@@ -331,19 +331,27 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
     const graph::Node& n = nodes[i];
     for (auto v : n.inputs)
       if (producer[static_cast<std::size_t>(v)] >= 0) deps[i].push_back(producer[static_cast<std::size_t>(v)]);
-    if (n.op->is_view() && n.op->category == ops::Category::movement) {
-      const graph::ValueId r = root[static_cast<std::size_t>(n.inputs[0])];
+    // A node that writes into an input (copy_, batch_norm's running statistics) runs after
+    // every earlier reader of that memory, and every later reader runs after it.
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      if (!n.op->writes_input(n.attrs, n.inputs.size(), k)) continue;
+      const graph::ValueId r = root[static_cast<std::size_t>(n.inputs[k])];
       for (std::size_t j = 0; j < i; ++j)
         for (auto v : nodes[j].inputs)
           if (root[static_cast<std::size_t>(v)] == r) deps[i].push_back(static_cast<int>(j));
     }
+    for (std::size_t j = 0; j < i; ++j)
+      for (std::size_t k = 0; k < nodes[j].inputs.size(); ++k)
+        if (nodes[j].op->writes_input(nodes[j].attrs, nodes[j].inputs.size(), k))
+          for (auto v : n.inputs)
+            if (root[static_cast<std::size_t>(v)] == root[static_cast<std::size_t>(nodes[j].inputs[k])])
+              deps[i].push_back(static_cast<int>(j));
     std::sort(deps[i].begin(), deps[i].end());
     deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());
   }
   // Views run nowhere: a node depending on a view depends on what the view depends on.
   auto resolve = [&](int j, auto& self) -> std::vector<int> {
-    if (!nodes[static_cast<std::size_t>(j)].op->is_view() ||
-        nodes[static_cast<std::size_t>(j)].op->category == ops::Category::movement)
+    if (!nodes[static_cast<std::size_t>(j)].op->is_pure_view())
       return {j};
     std::vector<int> r;
     for (int d : deps[static_cast<std::size_t>(j)]) {
@@ -361,7 +369,7 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
   std::vector<bool> dev_node(nodes.size(), false);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     Placement& p = ex.place_[i];
-    const bool is_kernel = p.engine != Engine::host_cpu && (!nodes[i].op->is_view() || nodes[i].op->category == ops::Category::movement);
+    const bool is_kernel = p.engine != Engine::host_cpu && !nodes[i].op->is_pure_view();
     if (!is_kernel) continue;
     dev_node[i] = true;
     std::vector<int> pred;
@@ -447,7 +455,7 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const graph::Node& n = nodes[i];
     const Placement& p = ex.place_[i];
-    const bool writer = n.op->is_view() && n.op->category == ops::Category::movement;
+    const bool writer = n.op->is_writing_view();
     const bool host = p.engine == Engine::host_cpu;
     DeviceExecutable::Step s{host ? SK::host : (n.op->is_view() && !writer ? SK::view : SK::device), static_cast<int>(i), -1,
                              std::max(p.stream, 0), {}, {}, {}, -1, {}, 0};

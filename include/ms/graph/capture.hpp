@@ -70,15 +70,16 @@ class Capture final : public ops::Tracer {
     for (auto& t : in) ins.push_back(value_of(t));
     // A tensor from outside that the program writes into (optimizer state) is mutable
     // state, not a constant: bind it as a parameter so replays read and update it.
-    if (op.is_view() && op.category == ops::Category::movement && !in.empty() &&
-        graph_.value(ins[0]).kind == ValueKind::constant)
-      graph_.promote_to_param(ins[0], seen_.at(in[0].impl()).first);
+    for (std::size_t k = 0; k < in.size(); ++k)
+      if (op.writes_input(attrs, in.size(), k) && graph_.value(ins[k]).kind == ValueKind::constant)
+        graph_.promote_to_param(ins[k], seen_.at(in[k].impl()).first);
     SmallVec<ops::TensorMeta, 2> metas;
     for (auto& t : out) metas.push_back({t.dtype(), t.shape()});
     auto outs = graph_.add_node_with_metas(op, std::move(ins), attrs, std::span<const ops::TensorMeta>(metas.data(), metas.size()));
     for (std::size_t i = 0; i < out.size(); ++i) bind(out[i], outs[i]);
-    // An op that writes into its first input (copy_) makes later reads see the new value.
-    if (op.is_view() && op.category == ops::Category::movement && !in.empty()) bind(in[0], outs[0]);
+    // A view op that writes into its first input (copy_) returns it: later reads of the
+    // destination see the new value.
+    if (op.is_view() && op.writes_input(attrs, in.size(), 0)) bind(in[0], outs[0]);
   }
 
   /// The value a tensor stands for; unknown tensors become params (requires_grad) or constants.

@@ -16,10 +16,9 @@
 namespace ms::graph {
 
 namespace detail {
-/// Nodes that write into one of their inputs (copy_) must never be removed or merged.
-inline bool has_side_effect(const Node& n) {
-  return n.op->is_view() && n.op->category == ops::Category::movement;
-}
+/// Nodes that write into one of their inputs (copy_, batch_norm's running statistics) are
+/// never removed, merged or folded: the op says so (OpDef::writes_inputs).
+inline bool has_side_effect(const Node& n) { return n.op->has_side_effect(n.attrs, n.inputs.size()); }
 }  // namespace detail
 
 /// Removes nodes whose outputs are unused. Returns the number removed.

@@ -151,8 +151,8 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
   if (obs) [[unlikely]] token = obs->begin(op, in, attrs, OpCallInfo{op.name});
   DeviceCall call;
   Device dev = in.empty() ? Device::cpu() : in[0].device();
-  // A movement-category view op writes into its input (copy_): on a device, its backend does that.
-  if (op.view && (dev.is_cpu() || op.category != Category::movement)) {
+  // A view op that writes into its input (copy_): on a device, its backend does that.
+  if (op.view && (dev.is_cpu() || !op.writes_input(attrs, in.size(), 0))) {
     out[0] = op.view(in[0], attrs);
   } else if (dev.is_cpu()) [[likely]] {
     for (std::size_t i = 0; i < metas.size(); ++i) out[i] = AnyTensor::empty(metas[i].shape, metas[i].dtype);

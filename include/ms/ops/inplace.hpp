@@ -34,7 +34,7 @@ inline bool has_internal_overlap(const AnyTensor& t) {
 /// The view function of copy_: writes src into dst, returns dst (the same handle).
 ///
 /// copy_ is a view op (its output aliases input 0) so that graph capture rebinds dst to the
-/// result, DCE/CSE/folding keep it (graph::detail::has_side_effect) and the executor runs it
+/// result, DCE/CSE/folding keep it (OpDef::writes_inputs) and the executor runs it
 /// as a runtime view step. A ViewFn receives only input 0; both callers (ops::run_op and the
 /// CPU executor) pass the first element of the contiguous input array, so the source is the
 /// next element, (&dst)[1]. Calling this with a lone tensor is undefined: always go through
@@ -67,14 +67,15 @@ inline AnyTensor copy_view(const AnyTensor& dst, const Attrs&) {
 
 }  // namespace detail
 
-// copy_: inputs (dst, src). Side effect: mutates dst. Graph passes recognize it as a view op in
-// the movement category (graph::detail::has_side_effect) and never drop, merge or fold it.
+// copy_: inputs (dst, src). Side effect: mutates dst (writes_inputs), so graph passes never
+// drop, merge or fold it.
 MS_REGISTRATION(const OpDef& copy__op, registry().add([] {
   OpDef d;
   d.name = "copy_";
   d.category = Category::movement;
   d.num_inputs = 2;
   d.doc = "writes src (broadcast) into dst's storage and returns dst; has a side effect: graph passes must keep it";
+  d.writes_inputs = 1u;  // dst
   d.cpu_dtypes = kStorageTypes;
   d.cost = &detail::movement_cost;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {

@@ -1617,6 +1617,8 @@ MS_REGISTRATION(const OpDef& batch_norm_op, registry().add([] {
           "every graph replay";
   d.attr_names = {"training", "momentum", "eps"};
   d.cpu_dtypes = kFloatTypes;
+  d.writes_inputs = (1u << 3) | (1u << 4);  // running_mean, running_var
+  d.writes_when = [](const Attrs& a, std::size_t num_inputs) { return num_inputs == 5 && a.b("training"); };
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in.size() == 3 || in.size() == 5, ValueError,
              "{}: expected 3 or 5 inputs (x, weight, bias[, running_mean, running_var]), got {}", op.name, in.size());

@@ -323,9 +323,31 @@ struct OpDef {
   bool index_aligned = false;
   /// The op built from other registered ops, for backends without a kernel for it (null: none).
   ExpandFn expand = nullptr;
+  /// Side effects: the inputs the op writes into, in place (bit k: input k). copy_ writes its
+  /// destination; batch_norm its running statistics, when `writes_when` says so for the
+  /// node (training mode, statistics given). Graph passes read this one field: DCE keeps such
+  /// a node though its outputs are unused, CSE never merges two of them, folding never runs
+  /// one, and capture binds a written tensor from outside as a parameter (mutable state).
+  std::uint32_t writes_inputs = 0;
+  bool (*writes_when)(const Attrs& attrs, std::size_t num_inputs) = nullptr;
 
   bool differentiable() const { return grad != nullptr && grad != &missing_grad; }
   bool is_view() const { return view != nullptr; }
+  /// A view op that writes into its first input and returns it (copy_), and one that only
+  /// re-describes its input's memory (reshape, transpose, slice...).
+  bool is_writing_view() const { return view != nullptr && (writes_inputs & 1u) != 0 && writes_when == nullptr; }
+  bool is_pure_view() const { return view != nullptr && (writes_inputs & 1u) == 0; }
+  /// True when a node of this op with these attributes and inputs writes into input k.
+  bool writes_input(const Attrs& attrs, std::size_t num_inputs, std::size_t k) const {
+    return k < num_inputs && k < 32 && ((writes_inputs >> k) & 1u) != 0 &&
+           (writes_when == nullptr || writes_when(attrs, num_inputs));
+  }
+  /// True when such a node writes into any of its inputs.
+  bool has_side_effect(const Attrs& attrs, std::size_t num_inputs) const {
+    for (std::size_t k = 0; k < num_inputs && k < 32; ++k)
+      if (writes_input(attrs, num_inputs, k)) return true;
+    return false;
+  }
 };
 
 /// The process-wide list of ops, in registration order.

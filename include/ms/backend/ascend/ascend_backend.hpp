@@ -265,7 +265,7 @@ class AscendBackend final : public Backend {
       return r != nullptr && r->supports(in, attrs);
     }
     if (e != Engine::ai_core) return false;
-    if (op.is_view() && op.category != ops::Category::movement) return true;  // a layout change: no kernel
+    if (op.is_pure_view()) return true;  // a layout change: no kernel
     if (device_kernel_for(op, in, attrs) != nullptr) return true;           // registered for this device type
     if (&op == &ops::copy__op) return in[0].shape == in[1].shape;           // a device-to-device copy
     const AclnnRule* r = find_aclnn_rule(op.name);
@@ -294,7 +294,7 @@ class AscendBackend final : public Backend {
   }
   double cost_us(Engine e, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
                  std::span<const ops::TensorMeta> out, const ops::Attrs& attrs) const override {
-    if (op.is_view() && op.category != ops::Category::movement) return 0.0;
+    if (op.is_pure_view()) return 0.0;
     const ops::Cost c = ops::op_cost(op, in, out, attrs);
     return e == Engine::ai_cpu ? cost_model.aicpu_kernel(c) : cost_model.kernel(c);
   }
@@ -302,7 +302,7 @@ class AscendBackend final : public Backend {
   void launch(Engine e, const ops::OpDef& op, std::span<const AnyTensor> in, std::span<AnyTensor> out,
               const ops::Attrs& attrs, const Stream& s, const ScratchFn& scratch = {}) override {
     enter();
-    if (op.is_view() && op.category != ops::Category::movement) {
+    if (op.is_pure_view()) {
       out[0] = op.view(in[0], attrs);
       return;
     }
