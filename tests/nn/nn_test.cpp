@@ -12,6 +12,7 @@
 
 #include "test_util.hpp"
 #include <ms/nn/nn.hpp>
+#include <ms/optim/optimizer.hpp>
 
 namespace nn = ms::nn;
 using ms::AnyTensor;

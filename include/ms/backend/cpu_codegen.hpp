@@ -47,6 +47,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "../core/atomic_file.hpp"
 #include "../graph/fusion.hpp"
 
 namespace ms::backend {
@@ -284,27 +285,6 @@ inline std::string fingerprint(const Toolchain& tc) {
   return known[id] = fmt::format("{:016x} {}", h, version);
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
-inline void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + fmt::format(".{}.tmp", ::getpid());
-  std::error_code ec;
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f.good()) {
-      std::filesystem::remove(tmp, ec);
-      MS_THROW(IOError, "cpu codegen: cannot write {}", tmp.string());
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    std::filesystem::remove(tmp, ec);
-    MS_THROW(IOError, "cpu codegen: cannot move {} into place as {} ({})", tmp.string(), path.string(), why);
-  }
-}
-
 /// The shared object built from `source`: loaded from the cache or compiled into it. The
 /// handle stays open for the life of the process (kernels of it may be held anywhere).
 inline void* load_or_compile(const std::string& source) {
@@ -330,7 +310,7 @@ inline void* load_or_compile(const std::string& source) {
     if (h) load_count()++;
   }
   if (!h) {
-    write_atomically(cpp, source);
+    write_file_atomically(cpp, source, "cpu codegen");
     const std::string tmp = so.string() + fmt::format(".{}.tmp", ::getpid());
     const std::string log = base.string() + fmt::format(".{}.log", ::getpid());
     const std::string cmd = fmt::format("{} {} -o '{}' '{}' > '{}' 2>&1", tc.cxx, tc.flags, tmp, cpp.string(), log);

@@ -19,12 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/stat.h>
-#include <unistd.h>
-#define MS_NPY_POSIX 1
-#endif
-
+#include "atomic_file.hpp"
 #include "tensor.hpp"
 
 namespace ms {
@@ -369,14 +364,6 @@ struct FileCloser {
 
 inline std::string errno_str(int e) { return std::strerror(e); }
 
-/// Seeks to an absolute 64-bit offset.
-inline bool seek(std::FILE* f, std::uint64_t off) {
-#if defined(MS_NPY_POSIX)
-  return ::fseeko(f, static_cast<off_t>(off), SEEK_SET) == 0;
-#else
-  return off <= static_cast<std::uint64_t>(LONG_MAX) && std::fseek(f, static_cast<long>(off), SEEK_SET) == 0;
-#endif
-}
 
 }  // namespace detail::npy
 
@@ -406,12 +393,12 @@ inline AnyTensor load_npy(const std::filesystem::path& path) {
   if (ec) fail(name, "cannot read the file size ({})", ec.message());
   auto read = [&](std::uint64_t off, std::size_t n, void* dst) {
     if (n == 0) return;
-    if (!seek(f, off) || std::fread(dst, 1, n, f) != n)
+    if (!ms::detail::seek_file(f, off) || std::fread(dst, 1, n, f) != n)
       fail(name, "read error at byte {} (the file changed or is unreadable)", off);
   };
   Layout L = parse_layout(size, read, name);
   AnyTensor t = allocate(L);
-  if (L.nbytes && (!seek(f, L.data_offset) || std::fread(t.raw_data(), 1, L.nbytes, f) != L.nbytes))
+  if (L.nbytes && (!ms::detail::seek_file(f, L.data_offset) || std::fread(t.raw_data(), 1, L.nbytes, f) != L.nbytes))
     fail(name, "truncated data (the file shrank while it was read)");
   fix_data(L, t.raw_data());
   return t;
@@ -435,64 +422,26 @@ inline void save_npy(const std::filesystem::path& path, const AnyTensor& t) {
            t.device());
   const std::string header = make_header(t.dtype(), t.shape());
 
-  // The temporary file lives in the destination's directory so that the rename is atomic.
-  std::string tmp = name + ".tmp.XXXXXX";
-  std::FILE* f = nullptr;
-#if defined(MS_NPY_POSIX)
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) MS_THROW(IOError, "save_npy: cannot create a file next to '{}' ({})", name, errno_str(errno));
-  ::fchmod(fd, 0644);  // mkstemp makes 0600 files; a saved array is ordinary data
-  f = ::fdopen(fd, "wb");
-  if (!f) {
-    int e = errno;
-    ::close(fd);
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "save_npy: cannot write '{}' ({})", name, errno_str(e));
-  }
-#else
-  tmp = fmt::format("{}.tmp.{}", name, static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(&t)));
-  f = std::fopen(tmp.c_str(), "wb");
-  if (!f) MS_THROW(IOError, "save_npy: cannot create a file next to '{}' ({})", name, errno_str(errno));
-#endif
-  auto abandon = [&](int e) {
-    if (f) std::fclose(f);
-    f = nullptr;
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "save_npy: writing '{}' failed ({})", name, errno_str(e));
-  };
-  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) abandon(errno);
+  AtomicFile f(path, "save_npy");
+  f.write(header);
   const auto* base = static_cast<const char*>(t.raw_data());
   const std::size_t esize = dtype_size(t.dtype());
   if (t.is_contiguous()) {
-    if (t.nbytes() && std::fwrite(base, 1, t.nbytes(), f) != t.nbytes()) abandon(errno);
+    f.write(base, t.nbytes());
   } else {
     // Gather into a bounded buffer in logical order, so a big strided view costs no big copy.
     std::vector<char> buf;
     buf.reserve(std::min<std::size_t>(t.nbytes(), std::size_t{1} << 20));
-    bool ok = true;
     detail::for_each_offset(t.shape(), t.strides(), [&](std::int64_t off) {
       buf.insert(buf.end(), base + off * static_cast<std::int64_t>(esize), base + (off + 1) * static_cast<std::int64_t>(esize));
       if (buf.size() >= (std::size_t{1} << 20)) {
-        ok = ok && std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+        f.write(buf.data(), buf.size());
         buf.clear();
       }
     });
-    if (ok && !buf.empty()) ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
-    if (!ok) abandon(errno);
+    f.write(buf.data(), buf.size());
   }
-  if (std::fflush(f) != 0) abandon(errno);
-#if defined(MS_NPY_POSIX)
-  if (::fsync(::fileno(f)) != 0 && errno != EINVAL) abandon(errno);  // EINVAL: the file system has no fsync
-#endif
-  int rc = std::fclose(f);
-  f = nullptr;
-  if (rc != 0) abandon(errno);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "save_npy: cannot move the new file into place as '{}' ({})", name, ec.message());
-  }
+  f.commit();
 }
 
 }  // namespace ms

@@ -35,12 +35,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/stat.h>
-#include <unistd.h>
-#define MS_FREEZE_POSIX 1
-#endif
-
+#include "../core/atomic_file.hpp"
 #include "../ops/views.hpp"
 #include "graph.hpp"
 
@@ -321,45 +316,7 @@ inline std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& o
 
 inline void freeze(const graph::Graph& g, const std::filesystem::path& path, const FreezeOptions& opt) {
   const std::string bytes = freeze_to_bytes(g, opt);
-  const std::string name = path.string();
-  std::string tmp = name + ".tmp.XXXXXX";
-  std::FILE* f = nullptr;
-#if defined(MS_FREEZE_POSIX)
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) MS_THROW(IOError, "freeze: cannot create a file next to '{}' ({})", name, std::strerror(errno));
-  ::fchmod(fd, 0644);
-  f = ::fdopen(fd, "wb");
-  if (!f) {
-    int e = errno;
-    ::close(fd);
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "freeze: cannot write '{}' ({})", name, std::strerror(e));
-  }
-#else
-  tmp = name + ".tmp";
-  f = std::fopen(tmp.c_str(), "wb");
-  if (!f) MS_THROW(IOError, "freeze: cannot create a file next to '{}' ({})", name, std::strerror(errno));
-#endif
-  auto abandon = [&](int e) {
-    if (f) std::fclose(f);
-    f = nullptr;
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "freeze: writing '{}' failed ({})", name, std::strerror(e));
-  };
-  if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) abandon(errno);
-  if (std::fflush(f) != 0) abandon(errno);
-#if defined(MS_FREEZE_POSIX)
-  if (::fsync(::fileno(f)) != 0 && errno != EINVAL) abandon(errno);
-#endif
-  int rc = std::fclose(f);
-  f = nullptr;
-  if (rc != 0) abandon(errno);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "freeze: cannot move the new file into place as '{}' ({})", name, ec.message());
-  }
+  write_file_atomically(path, bytes, "freeze");
 }
 
 namespace detail::frozen {

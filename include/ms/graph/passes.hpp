@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 
+#include "../core/atomic_file.hpp"
 #include "../ops/views.hpp"
 #include "fusion.hpp"
 
@@ -273,11 +274,7 @@ inline PassReport optimize(Graph& g, const PassOptions& opt = {}) {
   auto dump = [&](const std::string& name) {
     if (dir.empty()) return;
     std::filesystem::create_directories(dir);
-    auto write = [&](const std::string& file, const std::string& text) {
-      std::string tmp = file + ".tmp";
-      { std::ofstream f(tmp); f << text; }
-      std::filesystem::rename(tmp, file);
-    };
+    auto write = [&](const std::string& file, const std::string& text) { write_file_atomically(file, text, "dump_ir"); };
     std::string base = fmt::format("{}/{:02d}_{}", dir, step++, name);
     write(base + ".ir", g.str());
     write(base + ".dot", g.dot());

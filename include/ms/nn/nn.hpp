@@ -1,13 +1,10 @@
 #pragma once
-// Umbrella for training: modules and layers (ms::nn), initialization (ms::nn::init),
-// safetensors state files, optimizers and LR schedules (ms::optim), and the
-// IDX / Fashion-MNIST reader and DataLoader (ms::data).
+// Umbrella for ms::nn: modules and layers, initialization (ms::nn::init), safetensors
+// state files and the ready-made models. Optimizers (optim/) and data loading (data/) sit
+// beside nn, not inside it: <ms/ms.hpp> includes all three.
 
 #include "module.hpp"
 #include "init.hpp"
 #include "layers.hpp"
 #include "safetensors.hpp"
 #include "models.hpp"
-#include "../optim/optimizer.hpp"
-#include "../data/idx.hpp"
-#include "../data/loader.hpp"

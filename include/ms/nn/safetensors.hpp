@@ -28,12 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/stat.h>
-#include <unistd.h>
-#define MS_SAFETENSORS_POSIX 1
-#endif
-
+#include "../core/atomic_file.hpp"
 #include "../core/tensor.hpp"
 #include "module.hpp"
 
@@ -91,13 +86,6 @@ struct FileCloser {
   }
 };
 
-inline bool seek(std::FILE* f, std::uint64_t off) {
-#if defined(MS_SAFETENSORS_POSIX)
-  return ::fseeko(f, static_cast<off_t>(off), SEEK_SET) == 0;
-#else
-  return off <= static_cast<std::uint64_t>(LONG_MAX) && std::fseek(f, static_cast<long>(off), SEEK_SET) == 0;
-#endif
-}
 
 struct Entry {
   std::string name;
@@ -209,38 +197,16 @@ inline void save_safetensors(const std::map<std::string, AnyTensor>& tensors, co
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xff);
 
-  std::string tmp = name + ".tmp.XXXXXX";
-  std::FILE* f = nullptr;
-#if defined(MS_SAFETENSORS_POSIX)
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) MS_THROW(IOError, "safetensors: cannot create a file next to '{}' ({})", name, std::strerror(errno));
-  ::fchmod(fd, 0644);
-  f = ::fdopen(fd, "wb");
-  if (!f) {
-    int e = errno;
-    ::close(fd);
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "safetensors: cannot write '{}' ({})", name, std::strerror(e));
-  }
-#else
-  tmp = fmt::format("{}.tmp.{}", name, static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(&tensors)));
-  f = std::fopen(tmp.c_str(), "wb");
-  if (!f) MS_THROW(IOError, "safetensors: cannot create a file next to '{}' ({})", name, std::strerror(errno));
-#endif
-  auto abandon = [&](int e) {
-    if (f) std::fclose(f);
-    f = nullptr;
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "safetensors: writing '{}' failed ({})", name, std::strerror(e));
-  };
-  if (std::fwrite(len, 1, 8, f) != 8 || std::fwrite(text.data(), 1, text.size(), f) != text.size()) abandon(errno);
+  AtomicFile f(path, "safetensors");
+  f.write(len, 8);
+  f.write(text);
   std::vector<char> buf;
   for (auto& [key, t] : tensors) {
     const std::size_t esize = dtype_size(t.dtype());
     const char* base = static_cast<const char*>(t.raw_data());
     const bool swap = std::endian::native == std::endian::big;
     if (t.is_contiguous() && !swap) {
-      if (t.nbytes() && std::fwrite(base, 1, t.nbytes(), f) != t.nbytes()) abandon(errno);
+      f.write(base, t.nbytes());
       continue;
     }
     buf.clear();
@@ -250,21 +216,9 @@ inline void save_safetensors(const std::map<std::string, AnyTensor>& tensors, co
       buf.insert(buf.end(), p, p + esize);
     });
     if (swap) swap_elements(buf.data(), buf.size() / esize, esize);
-    if (!buf.empty() && std::fwrite(buf.data(), 1, buf.size(), f) != buf.size()) abandon(errno);
+    f.write(buf.data(), buf.size());
   }
-  if (std::fflush(f) != 0) abandon(errno);
-#if defined(MS_SAFETENSORS_POSIX)
-  if (::fsync(::fileno(f)) != 0 && errno != EINVAL) abandon(errno);
-#endif
-  int rc = std::fclose(f);
-  f = nullptr;
-  if (rc != 0) abandon(errno);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "safetensors: cannot move the new file into place as '{}' ({})", name, ec.message());
-  }
+  f.commit();
 }
 
 /// Reads every tensor of a safetensors file (new contiguous cpu tensors). When `metadata`
@@ -299,7 +253,7 @@ inline std::map<std::string, AnyTensor> load_safetensors(const std::filesystem::
     AnyTensor t = AnyTensor::empty(e.shape, e.dtype);
     const std::uint64_t nbytes = e.end - e.begin;
     if (nbytes) {
-      if (!seek(f, data_start + e.begin) || std::fread(t.raw_data(), 1, nbytes, f) != nbytes)
+      if (!ms::detail::seek_file(f, data_start + e.begin) || std::fread(t.raw_data(), 1, nbytes, f) != nbytes)
         fail(name, "truncated data for tensor '{}' (the file changed or is unreadable)", e.name);
       if (std::endian::native == std::endian::big)
         swap_elements(static_cast<char*>(t.raw_data()), static_cast<std::size_t>(t.numel()), dtype_size(e.dtype));

@@ -20,11 +20,7 @@
 #include <onnx/checker.h>
 #pragma pop_macro("MAP_TYPE")
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/stat.h>
-#include <unistd.h>
-#endif
-
+#include "../core/atomic_file.hpp"
 #include "../graph/freeze.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/factory.hpp"
@@ -381,31 +377,7 @@ inline pb::ModelProto to_onnx(const graph::Graph& g, const SaveOptions& opt) {
 
 inline void save(const graph::Graph& g, const std::filesystem::path& path, const SaveOptions& opt) {
   const std::string bytes = to_onnx(g, opt).SerializeAsString();
-  const std::string name = path.string();
-  std::string tmp = name + ".tmp.XXXXXX";
-#if defined(__unix__) || defined(__APPLE__)
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) MS_THROW(IOError, "onnx save: cannot create a file next to '{}' ({})", name, std::strerror(errno));
-  ::fchmod(fd, 0644);
-  std::FILE* f = ::fdopen(fd, "wb");
-  if (!f) ::close(fd);
-#else
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-#endif
-  if (!f) MS_THROW(IOError, "onnx save: cannot write '{}' ({})", name, std::strerror(errno));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int e1 = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "onnx save: writing '{}' failed ({})", name, std::strerror(ok ? errno : e1));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    MS_THROW(IOError, "onnx save: cannot rename the temporary file to '{}' ({})", name, ec.message());
-  }
+  write_file_atomically(path, bytes, "onnx save");
 }
 
 inline void save_frozen_as_onnx(const std::filesystem::path& frozen, const std::filesystem::path& path,

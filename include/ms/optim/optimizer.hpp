@@ -33,7 +33,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "../ops/unary.hpp"
 #include "../autograd/tape.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/factory.hpp"

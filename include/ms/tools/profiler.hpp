@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,12 +26,9 @@
 #include <utility>
 #include <vector>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <unistd.h>
-#endif
-
 #include <nlohmann/json.hpp>
 
+#include "../core/atomic_file.hpp"
 #include "../ops/dispatch.hpp"
 #include "../ops/dnnl.hpp"
 
@@ -241,31 +237,7 @@ class Profiler : public ops::OpObserver {
 
   /// Writes chrome_trace() to `path` atomically (a temporary file next to it, then a rename).
   void write_chrome_trace(const std::filesystem::path& path) const {
-    std::string text = chrome_trace();
-    std::filesystem::path tmp = path;
-#if defined(__unix__) || defined(__APPLE__)
-    tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-#else
-    tmp += ".tmp";
-#endif
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      MS_CHECK(f.good(), IOError, "write_chrome_trace: cannot open '{}' for writing", tmp.string());
-      f.write(text.data(), static_cast<std::streamsize>(text.size()));
-      f.flush();
-      if (!f.good()) {
-        f.close();
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
-        MS_THROW(IOError, "write_chrome_trace: cannot write '{}'", tmp.string());
-      }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-      std::filesystem::remove(tmp, ec);
-      MS_THROW(IOError, "write_chrome_trace: cannot rename '{}' to '{}'", tmp.string(), path.string());
-    }
+    write_file_atomically(path, chrome_trace(), "write_chrome_trace");
   }
 
  private:
