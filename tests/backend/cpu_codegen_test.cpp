@@ -1,4 +1,4 @@
-// CPU code generation (backend/cpu_codegen.hpp): fused elementwise programs compiled into
+// CPU code generation (backend/cpu/codegen.hpp): fused elementwise programs compiled into
 // one loop each by the system compiler. Every generated kernel must give the bits of the
 // block interpreter and of eager execution: every arithmetic elementwise op, in f32 and
 // f64, with full, row-broadcast and scalar operands, special values (signed zeros,

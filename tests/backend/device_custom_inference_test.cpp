@@ -16,7 +16,7 @@
 #include <ms/ms.hpp>
 #include <ms/backend/ascend/ascend_backend.hpp>
 #include <ms/backend/device_executor.hpp>
-#include <ms/backend/inference.hpp>
+#include <ms/inference.hpp>
 
 #include "../ascend_emulator/ms_emulator.h"
 #include "emu_fixture.hpp"

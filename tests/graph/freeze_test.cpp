@@ -1,4 +1,4 @@
-// Frozen models (ms/graph/freeze.hpp, ms/backend/inference.hpp): freeze -> load -> run gives
+// Frozen models (ms/graph/freeze.hpp, ms/inference.hpp): freeze -> load -> run gives
 // the original graph's outputs bit for bit (MLP and LeNet from ms::nn, and a graph with the
 // guide's user-defined ops); the file is a safetensors file with 64-byte aligned weights,
 // written atomically; and every damaged, truncated, foreign or incompatible file is an

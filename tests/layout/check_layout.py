@@ -24,17 +24,17 @@ ALLOWED = {
     "ops": {"core"},
     "autograd": {"core", "ops"},
     "graph": {"core", "ops"},
-    "backend/cpu": {"core", "ops", "graph"},
-    "backend": {"core", "ops", "graph", "backend/cpu"},
+    "backend": {"core", "ops", "graph"},
+    "backend/cpu": {"core", "ops", "graph", "backend"},
     "backend/ascend": {"core", "ops", "graph", "backend"},
     "data": {"core"},
     "nn": {"core", "ops", "autograd"},
     "optim": {"core", "ops", "autograd", "nn"},
     "tools": {"core", "ops", "graph", "backend"},
-    ".": {"core", "ops", "autograd", "graph", "backend", "backend/cpu", "backend/ascend", "data", "nn", "optim",
-          "tools", "dist", "onnx"},
     "dist": {"core", "ops", "autograd", "graph", "nn", "optim", "data", "."},
     "onnx": {"core", "ops", "autograd", "graph", "backend", "backend/cpu", "."},
+    ".": {"core", "ops", "autograd", "graph", "backend", "backend/cpu", "backend/ascend", "data", "nn", "optim",
+          "tools", "dist", "onnx"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)

@@ -192,10 +192,8 @@ class DeviceExecutable {
 /// Places `g` on backend `be` (engines and streams) and allocates its buffers.
 DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt = {});
 
-/// Traces `fn(args...)` once (it runs eagerly on the host, as ms::jit's first call does)
-/// and returns the graph with the arguments as inputs and the results as outputs.
-template <class F, class... Args>
-graph::Graph trace(F&& fn, const Args&... args);
+/// graph::trace (graph/capture.hpp), by the name the device path has always used.
+using graph::trace;
 
 // ====================================================================== implementation
 
@@ -857,27 +855,6 @@ inline std::string DeviceExecutable::dump() const {
     pos = end + 1;
   }
   return out;
-}
-
-namespace detail {
-inline void mark_outputs(graph::Capture& c, const AnyTensor& t) { c.output(t); }
-template <class T>
-void mark_outputs(graph::Capture& c, const std::vector<T>& v) {
-  for (auto& t : v) c.output(t);
-}
-template <class... Ts>
-void mark_outputs(graph::Capture& c, const std::tuple<Ts...>& r) {
-  std::apply([&](const auto&... t) { (c.output(t), ...); }, r);
-}
-}  // namespace detail
-
-template <class F, class... Args>
-graph::Graph trace(F&& fn, const Args&... args) {
-  graph::Capture cap;
-  (cap.input(args), ...);
-  auto result = fn(args...);
-  detail::mark_outputs(cap, result);
-  return cap.finish();
 }
 
 }  // namespace ms::backend

@@ -9,7 +9,7 @@
 //     to link with "undefined reference to `ms_kernels_built_with_blas1_dnnl0'".
 //   * any build: at start-up each unit compares its settings with those of the one copy of
 //     program_config() the linker kept, and a mismatch stops the program with a message.
-// A unit that uses only formulas and never the kernels (the code that backend/cpu_codegen.hpp
+// A unit that uses only formulas and never the kernels (the code that backend/cpu/codegen.hpp
 // generates and loads at run time) defines MS_NO_CONFIG_CHECK to leave both checks out.
 // Must not include anything of ms: linkage.hpp includes it before the registry.
 

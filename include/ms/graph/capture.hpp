@@ -12,7 +12,10 @@
 //    other one becomes a constant, snapshotted (cloned) at capture time.
 
 #include <cstring>
+#include <tuple>
+#include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "../ops/views.hpp"
 #include "graph.hpp"
@@ -128,5 +131,63 @@ class Capture final : public ops::Tracer {
   ms::detail::HostReadHook prev_hook_ = nullptr;
   bool active_ = true;
 };
+
+namespace detail {
+/// Flattens a traced function's result into graph outputs and rebuilds it from a replay's
+/// outputs. A result is a tensor, a std::vector of results or a std::tuple of results
+/// (nested freely, e.g. tuple<loss, logits, vector<grad>>). Vector lengths are recorded
+/// at trace time in `layout`, so a replay rebuilds the same structure.
+template <class R>
+struct OutputPacker {  // a single tensor
+  static void mark(graph::Capture& c, const R& r, std::vector<std::size_t>&) { c.output(r); }
+  static R pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>&, std::size_t&) {
+    return R(outs.at(pos++));
+  }
+};
+template <class... Ts>
+struct OutputPacker<std::tuple<Ts...>> {
+  static void mark(graph::Capture& c, const std::tuple<Ts...>& r, std::vector<std::size_t>& layout) {
+    std::apply([&](const auto&... t) { (OutputPacker<std::decay_t<decltype(t)>>::mark(c, t, layout), ...); }, r);
+  }
+  static std::tuple<Ts...> pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>& layout,
+                                std::size_t& li) {
+    // Braced initialization evaluates the elements in order, so `pos` advances left to right.
+    return std::tuple<Ts...>{OutputPacker<Ts>::pack(outs, pos, layout, li)...};
+  }
+};
+template <class T>
+struct OutputPacker<std::vector<T>> {
+  static void mark(graph::Capture& c, const std::vector<T>& r, std::vector<std::size_t>& layout) {
+    layout.push_back(r.size());
+    for (auto& t : r) OutputPacker<T>::mark(c, t, layout);
+  }
+  static std::vector<T> pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>& layout,
+                             std::size_t& li) {
+    const std::size_t n = layout.at(li++);
+    std::vector<T> r;
+    r.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) r.push_back(OutputPacker<T>::pack(outs, pos, layout, li));
+    return r;
+  }
+};
+template <class R>
+R pack_outputs(std::vector<AnyTensor>& outs, const std::vector<std::size_t>& layout) {
+  std::size_t pos = 0, li = 0;
+  return OutputPacker<R>::pack(outs, pos, layout, li);
+}
+}  // namespace detail
+
+/// Traces `fn(args...)` once (it runs eagerly, as ms::jit's first call does) and returns the
+/// graph with the arguments as inputs and the result as outputs. The result is a tensor, a
+/// std::vector or a std::tuple of results, nested freely (see detail::OutputPacker).
+template <class F, class... Args>
+Graph trace(F&& fn, const Args&... args) {
+  Capture cap;
+  (cap.input(args), ...);
+  auto result = fn(args...);
+  std::vector<std::size_t> layout;
+  detail::OutputPacker<std::decay_t<decltype(result)>>::mark(cap, result, layout);
+  return cap.finish();
+}
 
 }  // namespace ms::graph

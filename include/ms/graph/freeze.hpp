@@ -2,7 +2,7 @@
 // Freezing a captured graph for inference: ms::freeze() writes the graph, its parameters
 // and its constants to one file, atomically; ms::load_frozen() reads it back into a Graph,
 // checking everything it reads (a corrupted, truncated or foreign file gives ms::IOError,
-// never a crash). Compiling and running a loaded graph is backend/inference.hpp's job;
+// never a crash). Compiling and running a loaded graph is inference.hpp's job;
 // this header knows graphs and the registry only.
 //
 // File format (version 1). The file is a valid safetensors file, so any safetensors

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../ops/dispatch.hpp"
+#include "fused_program.hpp"
 
 namespace ms::graph {
 
@@ -32,8 +33,6 @@ constexpr std::string_view value_kind_name(ValueKind k) {
   }
   return "?";
 }
-
-struct FusedProgram;  // graph/fusion.hpp
 
 struct Value {
   ops::TensorMeta meta;
@@ -223,7 +222,10 @@ class Graph {
 inline std::string meta_str(const ops::TensorMeta& m) { return fmt::format("{}{}", m.dtype, shape_str(m.shape)); }
 
 /// The display name of a node's op: fused nodes list their members, "fused[mul+add+tanh]".
-std::string node_label(const Node& n);
+inline std::string node_label(const Node& n) {
+  if (n.fused) return fmt::format("fused[{}]", fmt::join(n.fused->members, "+"));
+  return n.op->name;
+}
 
 inline std::string Graph::str() const {
   std::string s;
@@ -323,8 +325,3 @@ inline void verify(const Graph& g) {
 }
 
 }  // namespace ms::graph
-
-// node_label() (used by str() and dot()) is defined with the fused program it reads; include
-// it here so that this header compiles and links on its own. fusion.hpp includes this file
-// first, so either include order works.
-#include "fusion.hpp"

@@ -563,8 +563,6 @@ inline void gather(const char* src, std::int64_t stride, std::size_t esize, std:
 
 }  // namespace detail
 
-inline constexpr int kMaxArity = 3;
-static_assert(1 + kAffineBinary <= kMaxArity, "an affine kernel's binary steps are its inputs 1..");
 
 /// Runs a block kernel over tensors with NumPy broadcasting and arbitrary strides.
 /// `out` must be contiguous with the broadcast shape. Rows whose inputs are strided

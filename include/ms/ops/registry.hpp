@@ -240,6 +240,9 @@ inline constexpr int kAffineSteps = 2;
 /// affine_binary_code); 0 ends the list. So `t - x / (exp(x) + 1)` is one pass of exp's kernel.
 inline constexpr int kAffineBinary = 2;
 inline constexpr int kAffineParams = 4 * kAffineSteps + kAffineBinary;
+/// The most inputs an elementwise op (and one instruction of a fused program) has.
+inline constexpr int kMaxArity = 3;
+static_assert(1 + kAffineBinary <= kMaxArity, "an affine kernel's binary steps are its inputs 1..");
 enum class AffineBinary : int { none = 0, add = 1, sub = 2, mul = 3, div = 4 };
 /// The code of a binary step: op, with `reversed` for z op v (the tensor operand first).
 constexpr double affine_binary_code(AffineBinary op, bool reversed) {
@@ -266,7 +269,7 @@ struct ElementwiseInfo {
   int dispatch_input = 0;     ///< which input's dtype selects the block function
   double flops_per_element = 1;
   /// The qualified name of the op's functor ("ms::ops::fx::Exp"), constructed from the
-  /// params array, for the CPU code generator (backend/cpu_codegen.hpp); empty when the
+  /// params array, for the CPU code generator (backend/cpu/codegen.hpp); empty when the
   /// functor cannot be named from generated code (custom ops).
   std::string formula;
 };

@@ -7,58 +7,13 @@
 
 #include <array>
 #include <list>
-#include <tuple>
+#include <memory>
 #include <type_traits>
 
-#include "../backend/cpu_executor.hpp"
-#include "capture.hpp"
+#include "backend/cpu/executor.hpp"
+#include "graph/capture.hpp"
 
 namespace ms {
-
-namespace detail {
-/// Flattens a traced function's result into graph outputs and rebuilds it from a replay's
-/// outputs. A result is a tensor, a std::vector of results or a std::tuple of results
-/// (nested freely, e.g. tuple<loss, logits, vector<grad>>). Vector lengths are recorded
-/// at trace time in `layout`, so a replay rebuilds the same structure.
-template <class R>
-struct OutputPacker {  // a single tensor
-  static void mark(graph::Capture& c, const R& r, std::vector<std::size_t>&) { c.output(r); }
-  static R pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>&, std::size_t&) {
-    return R(outs.at(pos++));
-  }
-};
-template <class... Ts>
-struct OutputPacker<std::tuple<Ts...>> {
-  static void mark(graph::Capture& c, const std::tuple<Ts...>& r, std::vector<std::size_t>& layout) {
-    std::apply([&](const auto&... t) { (OutputPacker<std::decay_t<decltype(t)>>::mark(c, t, layout), ...); }, r);
-  }
-  static std::tuple<Ts...> pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>& layout,
-                                std::size_t& li) {
-    // Braced initialization evaluates the elements in order, so `pos` advances left to right.
-    return std::tuple<Ts...>{OutputPacker<Ts>::pack(outs, pos, layout, li)...};
-  }
-};
-template <class T>
-struct OutputPacker<std::vector<T>> {
-  static void mark(graph::Capture& c, const std::vector<T>& r, std::vector<std::size_t>& layout) {
-    layout.push_back(r.size());
-    for (auto& t : r) OutputPacker<T>::mark(c, t, layout);
-  }
-  static std::vector<T> pack(std::vector<AnyTensor>& outs, std::size_t& pos, const std::vector<std::size_t>& layout,
-                             std::size_t& li) {
-    const std::size_t n = layout.at(li++);
-    std::vector<T> r;
-    r.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) r.push_back(OutputPacker<T>::pack(outs, pos, layout, li));
-    return r;
-  }
-};
-template <class R>
-R pack_outputs(std::vector<AnyTensor>& outs, const std::vector<std::size_t>& layout) {
-  std::size_t pos = 0, li = 0;
-  return OutputPacker<R>::pack(outs, pos, layout, li);
-}
-}  // namespace detail
 
 /// A function compiled by tracing; call it like the original function.
 template <class F>
@@ -87,14 +42,14 @@ class Jit {
       cache_.splice(cache_.begin(), cache_, it);  // most recently used first
       ++replays_;
       std::vector<AnyTensor> outs = cache_.front().exe->run({static_cast<const AnyTensor&>(args)...});
-      return detail::pack_outputs<R>(outs, cache_.front().layout);
+      return graph::detail::pack_outputs<R>(outs, cache_.front().layout);
     }
     // Trace: run eagerly under a capture, then compile.
     graph::Capture cap;
     (cap.input(args), ...);
     R result = fn_(args...);
     std::vector<std::size_t> layout;
-    detail::OutputPacker<R>::mark(cap, result, layout);
+    graph::detail::OutputPacker<R>::mark(cap, result, layout);
     graph::Graph g = cap.finish();
     auto exe = std::make_shared<backend::Executable>(backend::compile(std::move(g), opt_));
     cache_.push_front(Entry{std::move(key), std::move(exe), std::move(layout)});

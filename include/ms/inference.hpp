@@ -11,10 +11,10 @@
 
 #include <chrono>
 
-#include "../graph/freeze.hpp"
-#include "backend.hpp"
-#include "cpu_executor.hpp"
-#include "device_executor.hpp"
+#include "backend/backend.hpp"
+#include "backend/cpu/executor.hpp"
+#include "backend/device_executor.hpp"
+#include "graph/freeze.hpp"
 
 namespace ms {
 

@@ -9,12 +9,13 @@
 #include <chrono>
 #include <cstring>
 
-#include "../graph/passes.hpp"
-#include "../ops/dnnl.hpp"
-#include "../ops/inplace.hpp"
-#include "../ops/views.hpp"
-#include "cpu_codegen.hpp"
-#include "memory_plan.hpp"
+#include "../../graph/passes.hpp"
+#include "../../ops/dnnl.hpp"
+#include "../../ops/inplace.hpp"
+#include "../../ops/views.hpp"
+#include "../memory_plan.hpp"
+#include "codegen.hpp"
+#include "fused_eval.hpp"
 
 namespace ms::backend {
 
@@ -30,7 +31,7 @@ struct CompileOptions {
   /// parameter's old value afterwards; the copy_ then has nothing to do.
   bool elide_writeback = true;
   /// Compile the fused elementwise programs into one loop each with the system compiler
-  /// (backend/cpu_codegen.hpp) instead of running them on the block interpreter. Off
+  /// (backend/cpu/codegen.hpp) instead of running them on the block interpreter. Off
   /// unless the environment sets MS_CPU_CODEGEN=1.
   bool codegen = codegen_default();
 };
@@ -74,7 +75,7 @@ class Executable {
       switch (s.kind) {
         case StepKind::kernel: s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs}); break;
         case StepKind::elementwise: run_elementwise_step(s); break;
-        case StepKind::fused: s.node->fused->run(s.in, s.out[0]); break;
+        case StepKind::fused: cpu::run_fused(*s.node->fused, s.in, s.out[0]); break;
         case StepKind::view:
           s.out[0] = s.node->op->view(s.in[0], s.node->attrs);
           bind(s.node->outputs[0], s.out[0]);
