@@ -4,7 +4,10 @@
 // buffers whose lifetimes overlap, in the best of a few orders; reports the planned peak
 // and the lower bound (the largest sum of simultaneously live sizes), and a
 // checker proves that no two simultaneously live buffers overlap.
-// Knows nothing about graphs: callers turn values into BufferReqs.
+// plan_values() turns a scheduled graph into those buffers: where each value lives (an
+// input, a parameter, the arena, a fresh output, a view of another value) and each arena
+// buffer's lifetime, with in-place reuse where an elementwise op is the last reader of
+// its input. Every backend's compile() places its values with it.
 
 #include <algorithm>
 #include <cstddef>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../graph/graph.hpp"
 
 namespace ms::backend {
 
@@ -123,6 +127,135 @@ inline void check_memory_plan(const std::vector<BufferReq>& bufs, const MemoryPl
                plan.offsets[j], bufs[j].size);
     }
   }
+}
+
+/// Where a value of a compiled graph lives.
+enum class ValueHome : std::uint8_t {
+  none,
+  input,         ///< a graph input: bound on every run
+  fixed,         ///< a parameter, a constant, or a view of one computed once
+  fresh,         ///< a graph output made by a kernel: a new tensor on every run
+  arena,         ///< an intermediate (or a view of one) in the planned arena
+  runtime_view,  ///< a view recomputed on every run (of an input, or a graph output)
+  param_alias,   ///< written straight into a parameter's storage (see ValuePlanOptions)
+};
+
+struct ValuePlanOptions {
+  /// Let an elementwise op (or a plain fused node) write over an input buffer it reads last.
+  bool inplace = true;
+  /// Per value: the parameter whose storage the value is written into instead of the arena
+  /// (-1: none); empty for none at all.
+  std::vector<graph::ValueId> writes_param;
+};
+
+/// The homes, arena buffers and memory plan of a scheduled graph's values.
+struct ValuePlan {
+  std::vector<ValueHome> home;     ///< per value
+  std::vector<int> buffer;         ///< per value: its arena buffer, or -1
+  std::vector<BufferReq> buffers;  ///< per arena buffer: bytes and lifetime in steps (node indices)
+  MemoryPlan memory;               ///< the buffers' offsets in one arena
+  std::vector<bool> is_output;     ///< per value: a graph output
+};
+
+namespace detail {
+/// The arena buffer that node i (an elementwise op writing `out`) may write over in place:
+/// one of its inputs' buffers, of out's size, that nothing reads after it, that is no
+/// graph output and that the node reads through no other value. -1 when none.
+inline int inplace_buffer(const graph::Graph& G, std::size_t i, graph::ValueId out, const ValuePlan& vp) {
+  const auto& nodes = G.nodes();
+  const graph::Node& n = nodes[i];
+  const auto& meta = G.value(out).meta;
+  for (graph::ValueId in : n.inputs) {
+    const int b = vp.buffer[static_cast<std::size_t>(in)];
+    if (b < 0 || G.value(in).kind != graph::ValueKind::node ||
+        nodes[static_cast<std::size_t>(G.value(in).producer)].op->is_view())
+      continue;
+    const auto& im = G.value(in).meta;
+    if (!(im.shape == meta.shape) || dtype_size(im.dtype) != dtype_size(meta.dtype)) continue;
+    // The node must not also read b through another value (a transposed, sliced or
+    // broadcast view): it would see elements it has already overwritten.
+    bool aliased = false;
+    for (graph::ValueId o : n.inputs)
+      if (o != in && vp.buffer[static_cast<std::size_t>(o)] == b) aliased = true;
+    if (aliased) continue;
+    // Last reader: no later node reads this buffer (directly or through views).
+    bool later = false;
+    for (std::size_t j = i + 1; j < nodes.size() && !later; ++j)
+      for (graph::ValueId x : nodes[j].inputs)
+        if (vp.buffer[static_cast<std::size_t>(x)] == b) later = true;
+    bool is_graph_out = false;
+    for (std::size_t w = 0; w < vp.buffer.size(); ++w)
+      if (vp.buffer[w] == b && vp.is_output[w]) is_graph_out = true;
+    if (!later && !is_graph_out) return b;
+  }
+  return -1;
+}
+
+/// Classifies output k of node i and, for an arena value, gives it a buffer.
+inline void place_output(const graph::Graph& G, std::size_t i, std::size_t k, const ValuePlanOptions& opt,
+                         ValuePlan& vp) {
+  const graph::Node& n = G.nodes()[i];
+  const int step = static_cast<int>(i);
+  const auto v = static_cast<std::size_t>(n.outputs[k]);
+  auto& home = vp.home;
+  if (n.op->is_view()) {  // a view lives where its source lives
+    const auto src = static_cast<std::size_t>(n.inputs[0]);
+    vp.buffer[v] = vp.buffer[src];
+    home[v] = (home[src] == ValueHome::fixed || home[src] == ValueHome::arena) && !vp.is_output[v]
+                  ? ValueHome::arena
+                  : ValueHome::runtime_view;
+    if (home[src] == ValueHome::fixed && !vp.is_output[v]) home[v] = ValueHome::fixed;
+    return;
+  }
+  if (vp.is_output[v]) { home[v] = ValueHome::fresh; return; }
+  if (!opt.writes_param.empty() && opt.writes_param[v] >= 0) { home[v] = ValueHome::param_alias; return; }
+  home[v] = ValueHome::arena;
+  const auto& meta = G.value(n.outputs[k]).meta;
+  const std::size_t bytes = static_cast<std::size_t>(numel(meta.shape)) * dtype_size(meta.dtype);
+  // In place: an elementwise op may write over an input buffer whose last reader it is.
+  // (Not a GEMM epilogue: the GEMM reads its inputs while it writes the output.)
+  const bool plain_fused = n.fused && n.fused->plain();
+  const int reuse = opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || plain_fused)
+                        ? inplace_buffer(G, i, n.outputs[k], vp)
+                        : -1;
+  if (reuse >= 0) {
+    vp.buffer[v] = reuse;
+    vp.buffers[static_cast<std::size_t>(reuse)].end = std::max(vp.buffers[static_cast<std::size_t>(reuse)].end, step);
+  } else {
+    vp.buffer[v] = static_cast<int>(vp.buffers.size());
+    vp.buffers.push_back(BufferReq{bytes, step, step});
+  }
+}
+}  // namespace detail
+
+/// Plans where every value of `G` (in its node order) lives and places the arena buffers.
+inline ValuePlan plan_values(const graph::Graph& G, const ValuePlanOptions& opt = {}) {
+  const auto& nodes = G.nodes();
+  const std::size_t nv = G.values().size();
+  ValuePlan vp;
+  vp.home.assign(nv, ValueHome::none);
+  vp.buffer.assign(nv, -1);
+  vp.is_output.assign(nv, false);
+  for (graph::ValueId v : G.outputs()) vp.is_output[static_cast<std::size_t>(v)] = true;
+  for (std::size_t v = 0; v < nv; ++v) {
+    const auto k = G.values()[v].kind;
+    if (k == graph::ValueKind::input) vp.home[v] = ValueHome::input;
+    else if (k == graph::ValueKind::param || k == graph::ValueKind::constant) vp.home[v] = ValueHome::fixed;
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    // Extend the lifetime of every arena buffer this node reads (directly or through a view).
+    for (graph::ValueId in : nodes[i].inputs)
+      if (const int b = vp.buffer[static_cast<std::size_t>(in)]; b >= 0)
+        vp.buffers[static_cast<std::size_t>(b)].end = std::max(vp.buffers[static_cast<std::size_t>(b)].end, static_cast<int>(i));
+    for (std::size_t k = 0; k < nodes[i].outputs.size(); ++k) detail::place_output(G, i, k, opt, vp);
+  }
+  // A graph output that views an arena buffer is copied out after the last step.
+  for (graph::ValueId w : G.outputs())
+    if (const int b = vp.buffer[static_cast<std::size_t>(w)]; b >= 0)
+      vp.buffers[static_cast<std::size_t>(b)].end = static_cast<int>(nodes.size());
+  vp.memory = plan_memory(vp.buffers);
+  check_memory_plan(vp.buffers, vp.memory);
+  return vp;
 }
 
 }  // namespace ms::backend

@@ -36,6 +36,17 @@ struct CompileOptions {
   bool codegen = codegen_default();
 };
 
+class Executable;
+namespace detail {
+/// Builds the steps of `ex` (one per node) and the tables that bind values into them.
+inline void build_steps(Executable& ex, const ValuePlan& vp);
+/// Binds what is known at compile time: parameters, constants, static views, arena values
+/// and values written straight into a parameter.
+inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param);
+/// Elementwise kernels on flat operands: resolves the block kernel now (the replay hot path).
+inline void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp);
+}  // namespace detail
+
 class Executable {
  public:
   Executable() = default;
@@ -185,6 +196,9 @@ class Executable {
     });
   }
   friend Executable compile(graph::Graph g, const CompileOptions& opt);
+  friend void detail::build_steps(Executable& ex, const ValuePlan& vp);
+  friend void detail::bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param);
+  friend void detail::resolve_flat_elementwise(Executable& ex, const ValuePlan& vp);
 
   /// Sets the tensor of value v and writes it into every step that reads or produces it.
   void bind(ValueId v, const AnyTensor& t) {
@@ -289,98 +303,29 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   ex.graph_ = std::move(g);
   graph::Graph& G = ex.graph_;
   if (opt.codegen) ex.codegen_kernels_ = generate_fused_kernels(G);
-  const auto& nodes = G.nodes();
   const std::size_t nv = G.values().size();
   ex.current_.assign(nv, AnyTensor());
   ex.readers_.assign(nv, {});
   ex.producer_slot_.assign(nv, {-1, -1});
-
   std::vector<bool> is_output(nv, false);
   for (ValueId v : G.outputs()) is_output[static_cast<std::size_t>(v)] = true;
-
-  const std::vector<ValueId> writes_param = opt.elide_writeback ? detail::writeback_targets(G, is_output)
-                                                                 : std::vector<ValueId>(nv, -1);
-
-  // Classify values: root buffer id for arena values; views alias their input's root.
-  // param_alias: the value is written into the storage of parameter writes_param[v].
-  enum class Home { none, input, fixed, fresh, arena, runtime_view, param_alias };
-  std::vector<Home> home(nv, Home::none);
-  std::vector<int> buffer_of(nv, -1);
-  for (std::size_t v = 0; v < nv; ++v) {
-    auto k = G.values()[v].kind;
-    if (k == ValueKind::input) home[v] = Home::input;
-    else if (k == ValueKind::param || k == ValueKind::constant) home[v] = Home::fixed;
-  }
-  std::vector<BufferReq>& bufs = ex.buffers_;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const graph::Node& n = nodes[i];
-    const int step = static_cast<int>(i);
-    // Extend the lifetime of every arena buffer this node reads (directly or through a view).
-    for (ValueId in : n.inputs)
-      if (buffer_of[static_cast<std::size_t>(in)] >= 0) {
-        auto& b = bufs[static_cast<std::size_t>(buffer_of[static_cast<std::size_t>(in)])];
-        b.end = std::max(b.end, step);
-      }
-    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-      auto v = static_cast<std::size_t>(n.outputs[k]);
-      if (n.op->is_view()) {
-        auto src = static_cast<std::size_t>(n.inputs[0]);
-        buffer_of[v] = buffer_of[src];
-        home[v] = (home[src] == Home::fixed || home[src] == Home::arena) && !is_output[v] ? Home::arena
-                                                                                          : Home::runtime_view;
-        if (home[src] == Home::fixed && !is_output[v]) home[v] = Home::fixed;
-        continue;
-      }
-      if (is_output[v]) { home[v] = Home::fresh; continue; }
-      if (writes_param[v] >= 0) { home[v] = Home::param_alias; continue; }
-      home[v] = Home::arena;
-      const auto& meta = G.value(n.outputs[k]).meta;
-      std::size_t bytes = static_cast<std::size_t>(numel(meta.shape)) * dtype_size(meta.dtype);
-      // In place: an elementwise op may write over an input buffer whose last reader it is.
-      int reuse = -1;
-      // (Not a GEMM epilogue: the GEMM reads its inputs while it writes the output.)
-      const bool plain_fused = n.fused && n.fused->plain();
-      if (opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || plain_fused)) {
-        for (ValueId in : n.inputs) {
-          int b = buffer_of[static_cast<std::size_t>(in)];
-          if (b < 0 || G.value(in).kind != ValueKind::node || nodes[static_cast<std::size_t>(G.value(in).producer)].op->is_view()) continue;
-          const auto& im = G.value(in).meta;
-          if (!(im.shape == meta.shape) || dtype_size(im.dtype) != dtype_size(meta.dtype)) continue;
-          // The node must not also read b through another value (a transposed, sliced or
-          // broadcast view): it would see elements it has already overwritten.
-          bool aliased = false;
-          for (ValueId o : n.inputs)
-            if (o != in && buffer_of[static_cast<std::size_t>(o)] == b) aliased = true;
-          if (aliased) continue;
-          // Last reader: no later node reads this buffer (directly or via views) — checked after the scan below.
-          bool later = false;
-          for (std::size_t j = i + 1; j < nodes.size() && !later; ++j)
-            for (ValueId x : nodes[j].inputs)
-              if (buffer_of[static_cast<std::size_t>(x)] == b) later = true;
-          // Values not yet classified (views created later) cannot alias b unless they read b's values above.
-          bool is_graph_out = false;
-          for (std::size_t w = 0; w < nv; ++w)
-            if (buffer_of[w] == b && is_output[w]) is_graph_out = true;
-          if (!later && !is_graph_out) { reuse = b; break; }
-        }
-      }
-      if (reuse >= 0) {
-        buffer_of[v] = reuse;
-        bufs[static_cast<std::size_t>(reuse)].end = std::max(bufs[static_cast<std::size_t>(reuse)].end, step);
-      } else {
-        buffer_of[v] = static_cast<int>(bufs.size());
-        bufs.push_back(BufferReq{bytes, step, step});
-      }
-    }
-  }
-  // A graph output that views an arena buffer is copied out after the last step.
-  for (ValueId w : G.outputs())
-    if (buffer_of[static_cast<std::size_t>(w)] >= 0)
-      bufs[static_cast<std::size_t>(buffer_of[static_cast<std::size_t>(w)])].end = static_cast<int>(nodes.size());
-  ex.plan_ = plan_memory(bufs);
-  check_memory_plan(bufs, ex.plan_);
+  ValuePlanOptions popt;
+  popt.inplace = opt.inplace;
+  if (opt.elide_writeback) popt.writes_param = detail::writeback_targets(G, is_output);
+  ValuePlan vp = plan_values(G, popt);
+  ex.buffers_ = vp.buffers;
+  ex.plan_ = vp.memory;
   ex.arena_ = Storage::host(std::max<std::size_t>(ex.plan_.peak, 1));
+  detail::build_steps(ex, vp);
+  detail::bind_planned_values(ex, vp, popt.writes_param);
+  detail::resolve_flat_elementwise(ex, vp);
+  return ex;
+}
 
+namespace detail {
+inline void build_steps(Executable& ex, const ValuePlan& vp) {
+  const graph::Graph& G = ex.graph_;
+  const auto& nodes = G.nodes();
   // Steps with pre-bound tensors.
   ex.steps_.reserve(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -389,7 +334,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
                        std::vector<AnyTensor>(n.outputs.size()), graph::node_label(n), {}};
     if (n.fused) s.kind = Executable::StepKind::fused;
     else if (n.op->is_view())
-      s.kind = home[static_cast<std::size_t>(n.outputs[0])] == Home::runtime_view || n.op->is_writing_view()
+      s.kind = vp.home[static_cast<std::size_t>(n.outputs[0])] == ValueHome::runtime_view || n.op->is_writing_view()
                    ? Executable::StepKind::view
                    : Executable::StepKind::static_view;
     ex.steps_.push_back(std::move(s));
@@ -405,9 +350,15 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   for (std::size_t k = 0; k < G.inputs().size(); ++k)
     for (auto [step, slot] : ex.readers_[static_cast<std::size_t>(G.inputs()[k])])
       if (nodes[step].op->is_view()) ex.input_viewed_[k] = true;
+}
+
+inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param) {
+  const graph::Graph& G = ex.graph_;
+  const auto& nodes = G.nodes();
+  const std::size_t nv = G.values().size();
   // Bind fixed values now, in schedule order so static views see their sources.
   for (std::size_t v = 0; v < nv; ++v)
-    if (home[v] == Home::fixed && G.values()[v].kind != ValueKind::node) ex.bind(static_cast<ValueId>(v), G.values()[v].data);
+    if (vp.home[v] == ValueHome::fixed && G.values()[v].kind != ValueKind::node) ex.bind(static_cast<ValueId>(v), G.values()[v].data);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const graph::Node& n = nodes[i];
     for (std::size_t k = 0; k < n.outputs.size(); ++k) {
@@ -417,19 +368,24 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
           ex.bind(n.outputs[k], n.op->view(ex.current_[static_cast<std::size_t>(n.inputs[0])], n.attrs));
         continue;
       }
-      if (home[v] == Home::arena) {
+      if (vp.home[v] == ValueHome::arena) {
         const auto& meta = G.value(n.outputs[k]).meta;
-        std::size_t off = ex.plan_.offsets[static_cast<std::size_t>(buffer_of[v])];
+        std::size_t off = ex.plan_.offsets[static_cast<std::size_t>(vp.buffer[v])];
         ex.bind(n.outputs[k], AnyTensor::view_of(ex.arena_, meta.shape, contiguous_strides(meta.shape),
                                                  static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype));
-      } else if (home[v] == Home::fresh) {
+      } else if (vp.home[v] == ValueHome::fresh) {
         ex.fresh_.push_back(n.outputs[k]);
-      } else if (home[v] == Home::param_alias) {
+      } else if (vp.home[v] == ValueHome::param_alias) {
         // The parameter's own handle: a storage swapped in between runs is followed too.
         ex.bind(n.outputs[k], ex.current_[static_cast<std::size_t>(writes_param[v])]);
       }
     }
   }
+}
+
+inline void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp) {
+  const graph::Graph& G = ex.graph_;
+  const auto& nodes = G.nodes();
   // Elementwise kernels on flat operands: resolve the block kernel now (the replay hot path).
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const graph::Node& n = nodes[i];
@@ -459,7 +415,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
       const graph::Value& val = G.values()[v];
       // Arena buffers, constants and static views are bound now and keep their memory and layout.
       bool fixed = val.kind == ValueKind::constant ||
-                   (val.kind == ValueKind::node && (home[v] == Home::arena || home[v] == Home::fixed));
+                   (val.kind == ValueKind::node && (vp.home[v] == ValueHome::arena || vp.home[v] == ValueHome::fixed));
       if (!fixed) {
         ew.check[j] = ew.st[j] == 1;
         continue;
@@ -474,13 +430,13 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
       }
     }
     if (!flat) continue;
-    if (home[static_cast<std::size_t>(n.outputs[0])] == Home::arena)
+    if (vp.home[static_cast<std::size_t>(n.outputs[0])] == ValueHome::arena)
       ew.optr = static_cast<char*>(ex.current_[static_cast<std::size_t>(n.outputs[0])].raw_data());
     if (ewi.params) ewi.params(n.attrs, ew.params);
     s.ew = ew;
     s.kind = Executable::StepKind::elementwise;
   }
-  return ex;
 }
+}  // namespace detail
 
 }  // namespace ms::backend
