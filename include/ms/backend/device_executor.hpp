@@ -7,9 +7,11 @@
 // device, results returned once per sink). The IR dump shows every decision.
 // Must not know about a particular device API: it talks to backend::Backend.
 //
-// Memory: every value gets its own device (or host) buffer at compile time, so
-// each node's operands are fixed and iterations can be launched back to back
-// (or captured once and replayed). Graph inputs are device slots refilled from
+// Memory: every value gets its device (or host) memory at compile time, so each
+// node's operands are fixed and iterations can be launched back to back (or captured
+// once and replayed). On one stream the intermediates of device nodes share one device
+// arena placed by plan_values (backend/memory_plan.hpp), as the CPU executable's do;
+// graph outputs, host-side values and graphs on several streams get buffers of their own. Graph inputs are device slots refilled from
 // a staging slab per step; params and constants are uploaded once and params
 // are written back on sync_params_to_host().
 
@@ -23,36 +25,9 @@
 #include "../graph/passes.hpp"
 #include "../ops/inplace.hpp"
 #include "backend.hpp"
+#include "device_placement.hpp"
 
 namespace ms::backend {
-
-struct DeviceCompileOptions {
-  graph::PassOptions passes = [] {
-    graph::PassOptions p;
-    p.fuse = false;  // fused host programs have no device kernel; keep the ops the device maps
-    return p;
-  }();
-  bool optimize = true;
-  int max_streams = 4;                 ///< 1: everything on one stream
-  std::set<std::string> pin_ops;      ///< op names that run on the host CPU
-  std::set<std::string> pin_nodes;    ///< node names ("add_3") that run on the host CPU
-  /// Any other node this returns true for runs on the host (a region: e.g. by name prefix).
-  std::function<bool(const graph::Node&)> pin_to_cpu;
-  /// Replay one captured iteration per step when the backend can (one stream, no host nodes).
-  bool capture = false;
-};
-
-/// Where and how one node runs.
-struct Placement {
-  Engine engine = Engine::ai_core;
-  int stream = -1;              ///< device nodes only
-  /// Why this engine: "aclnn", "aicpu", "device kernel", "view", "no device mapping",
-  /// "fused host program", "pinned", "cost".
-  std::string reason;
-  double cost_us = 0;           ///< estimated cost of the chosen placement, copies included
-  int copies_in = 0;            ///< operands copied between host and device for this node
-  std::vector<int> waits;       ///< nodes on other streams this one waits for (events)
-};
 
 /// Options of run_sunk.
 struct SinkOptions {
@@ -67,6 +42,10 @@ struct SunkResult {
   std::int64_t sinks = 0;
   std::uint64_t interactions = 0;  ///< host<->device synchronizations performed
 };
+
+namespace detail {
+struct DeviceStepBuilder;
+}  // namespace detail
 
 class DeviceExecutable {
  public:
@@ -99,6 +78,10 @@ class DeviceExecutable {
 
   const graph::Graph& graph() const { return graph_; }
   const std::vector<Placement>& placements() const { return place_; }
+  /// The plan of the device arena that holds the intermediates of device nodes: planned
+  /// peak and lower bound (the largest live set). Null when the graph was not planned
+  /// (several streams, or DeviceCompileOptions::plan_memory off).
+  const MemoryPlan* memory_plan() const { return arena_ ? &value_plan_.memory : nullptr; }
   /// The IR dump with each node's engine, stream, waits and copies.
   std::string dump() const;
   int num_streams() const { return static_cast<int>(streams_.size()); }
@@ -115,6 +98,7 @@ class DeviceExecutable {
 
  private:
   friend DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt);
+  friend struct detail::DeviceStepBuilder;
   DeviceExecutable() = default;
 
   enum class StepKind { device, host, to_host, to_device, view };
@@ -187,6 +171,8 @@ class DeviceExecutable {
   // Observed runs: a reference event and a start/end pair per step (created on first use).
   Event ref_event_;
   std::vector<std::pair<Event, Event>> step_events_;
+  ValuePlan value_plan_;              ///< where device intermediates live in arena_ (planned graphs)
+  std::shared_ptr<Storage> arena_;    ///< the device arena (null: not planned)
 };
 
 /// Places `g` on backend `be` (engines and streams) and allocates its buffers.
@@ -199,22 +185,145 @@ using graph::trace;
 
 namespace detail {
 
-inline std::size_t meta_bytes(const ops::TensorMeta& m) {
-  return static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype);
-}
-
 inline AnyTensor device_tensor(Backend& be, const ops::TensorMeta& m) {
   auto st = be.allocate(std::max<std::size_t>(meta_bytes(m), 1));
   return AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
 }
 
-/// View ops that never need a contiguous input (reshape-like ones may copy).
-inline bool layout_only_view(const ops::OpDef& op) {
-  static const std::set<std::string, std::less<>> ok = {"permute", "transpose", "expand", "slice",
-                                                        "squeeze", "unsqueeze", "t"};
-  return ok.count(op.name) > 0;
-}
+}  // namespace detail
 
+namespace detail {
+/// Builds the steps of a DeviceExecutable node by node, with the transfers each placement
+/// implies, tracking which copy of each value (host, device) is valid within an iteration:
+/// inputs and parameters live on the device, constants on both sides.
+struct DeviceStepBuilder {
+  using SK = DeviceExecutable::StepKind;
+  DeviceExecutable& ex;
+  Backend& be;
+  const graph::Graph& G;
+  const std::vector<graph::ValueId>& root;
+  std::vector<bool> dev_valid, host_valid;
+  std::vector<int> event_of;
+
+  DeviceStepBuilder(DeviceExecutable& e, Backend& b, const std::vector<graph::ValueId>& r)
+      : ex(e), be(b), G(e.graph_), root(r), event_of(e.graph_.nodes().size(), -1) {
+    const std::size_t nv = G.values().size();
+    dev_valid.assign(nv, false);
+    host_valid.assign(nv, false);
+    for (std::size_t v = 0; v < nv; ++v) {
+      const auto k = G.values()[v].kind;
+      if (k != graph::ValueKind::node) dev_valid[v] = true;
+      if (k == graph::ValueKind::constant) host_valid[v] = true;
+    }
+  }
+
+  /// Device copies of the inputs (slots), parameters and constants, uploaded once.
+  void upload_fixed_values() {
+    const std::size_t nv = G.values().size();
+    ex.dev_.assign(nv, AnyTensor());
+    ex.host_.assign(nv, AnyTensor());
+    ex.dev_home_.assign(nv, false);
+    for (std::size_t v = 0; v < nv; ++v) {
+      const graph::Value& val = G.values()[v];
+      if (val.kind == graph::ValueKind::node) continue;
+      ex.dev_home_[v] = true;
+      if (val.kind == graph::ValueKind::input) {
+        ex.dev_[v] = device_tensor(be, val.meta);
+      } else if (val.uses > 0 || val.kind == graph::ValueKind::param) {
+        AnyTensor src = val.data.is_contiguous() ? val.data : ops::detail::contiguous_raw(val.data);
+        ex.dev_[v] = device_tensor(be, val.meta);
+        be.copy_to_device(ex.dev_[v].raw_data(), src.raw_data(), src.nbytes());
+        if (val.kind == graph::ValueKind::constant) ex.host_[v] = src;
+      }
+    }
+  }
+
+  AnyTensor& host_buf(graph::ValueId v) {
+    auto& h = ex.host_[static_cast<std::size_t>(v)];
+    if (!h.defined()) h = AnyTensor::empty(G.value(v).meta.shape, G.value(v).meta.dtype);
+    return h;
+  }
+  /// A value's device memory: its slot in the planned arena, or a buffer of its own.
+  AnyTensor& dev_buf(graph::ValueId v) {
+    const auto vi = static_cast<std::size_t>(v);
+    auto& d = ex.dev_[vi];
+    if (d.defined()) return d;
+    const auto& meta = G.value(v).meta;
+    const ValuePlan& vp = ex.value_plan_;
+    if (ex.arena_ && vp.home[vi] == ValueHome::arena && vp.buffer[vi] >= 0) {
+      const std::size_t off = vp.memory.offsets[static_cast<std::size_t>(vp.buffer[vi])];
+      d = AnyTensor::view_of(ex.arena_, meta.shape, contiguous_strides(meta.shape),
+                             static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype);
+    } else {
+      d = device_tensor(be, meta);
+    }
+    return d;
+  }
+  int event_for(int node) {
+    auto& e = event_of[static_cast<std::size_t>(node)];
+    if (e < 0) {
+      e = static_cast<int>(ex.events_.size());
+      ex.events_.push_back(be.create_event());
+    }
+    return e;
+  }
+
+  /// The step of node i, after the copies its operands need.
+  void add_node(std::size_t i) {
+    const graph::Node& n = G.nodes()[i];
+    const Placement& p = ex.place_[i];
+    const bool host = p.engine == Engine::host_cpu;
+    DeviceExecutable::Step s{host ? SK::host : (n.op->is_pure_view() ? SK::view : SK::device), static_cast<int>(i), -1,
+                             std::max(p.stream, 0), {}, {}, {}, -1, {}, 0};
+    for (auto v : n.inputs) {
+      const auto vi = static_cast<std::size_t>(v);
+      if (host && !host_valid[vi]) {
+        ex.steps_.push_back({SK::to_host, -1, v, 0, {dev_buf(v)}, {host_buf(v)}, {}, -1, {}, 0});
+        host_valid[vi] = true;
+      } else if (!host && !dev_valid[vi]) {
+        ex.steps_.push_back({SK::to_device, -1, v, 0, {host_buf(v)}, {dev_buf(v)}, {}, -1, {}, 0});
+        dev_valid[vi] = true;
+      }
+      s.in.push_back(host ? host_buf(v) : dev_buf(v));
+    }
+    for (int w : p.waits) s.wait_events.push_back(event_of[static_cast<std::size_t>(w)]);
+    s.record_event = event_of[i];
+    if (n.op->is_pure_view()) {  // layout only: no data is touched, nothing to do at run time
+      AnyTensor o = n.op->view(s.in[0], n.attrs);
+      const auto out = static_cast<std::size_t>(n.outputs[0]);
+      (host ? ex.host_[out] : ex.dev_[out]) = o;
+      (host ? host_valid[out] : dev_valid[out]) = true;
+      return;
+    }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      const auto v = n.outputs[k];
+      const auto vi = static_cast<std::size_t>(v);
+      if (n.op->is_writing_view()) (host ? ex.host_[vi] : ex.dev_[vi]) = s.in[0];  // input 0, written in place
+      s.out.push_back(host ? host_buf(v) : dev_buf(v));
+      host_valid[vi] = host;
+      dev_valid[vi] = !host;
+    }
+    ex.steps_.push_back(std::move(s));
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      if (n.op->writes_input(n.attrs, n.inputs.size(), k)) wrote(n, k, host);
+  }
+
+  /// Node n wrote into its input k: the other side's copy of that memory is stale; a host
+  /// write into device-resident state (a parameter, batch_norm's running statistics) goes
+  /// back up at once.
+  void wrote(const graph::Node& n, std::size_t k, bool host) {
+    const graph::ValueId in = n.inputs[k];
+    const graph::ValueId r = root[static_cast<std::size_t>(in)];
+    const bool state = G.value(r).kind != graph::ValueKind::node;
+    if (host && state) ex.steps_.push_back({SK::to_device, -1, in, 0, {host_buf(in)}, {dev_buf(in)}, {}, -1, {}, 0});
+    const graph::ValueId self = n.op->is_writing_view() ? n.outputs[0] : -1;
+    for (std::size_t v = 0; v < root.size(); ++v)
+      if (root[v] == r && static_cast<graph::ValueId>(v) != self) {
+        if (host) dev_valid[v] = state;
+        else host_valid[v] = false;
+      }
+  }
+};
 }  // namespace detail
 
 inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt) {
@@ -239,281 +348,39 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
   const graph::Graph& G = ex.graph_;
   const auto& nodes = G.nodes();
   const std::size_t nv = G.values().size();
-  const HostCostModel host_cost;
-  // Copy and sync figures for placing nodes; from the backend when it has them.
-  const double copy_fixed_us = 10.0, copy_bytes_per_us = 1e4, sync_us = 20.0;
-  auto copy_cost = [&](const ops::TensorMeta& m) {
-    return copy_fixed_us + static_cast<double>(detail::meta_bytes(m)) / copy_bytes_per_us;
-  };
-
-  // ---- engine assignment, in topological order. Inputs, params and constants live on the device.
-  std::vector<bool> on_dev(nv, true);  // where each value is produced
-  ex.place_.resize(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const graph::Node& n = nodes[i];
-    Placement& p = ex.place_[i];
-    SmallVec<ops::TensorMeta, 4> in, out;
-    for (auto v : n.inputs) in.push_back(G.value(v).meta);
-    for (auto v : n.outputs) out.push_back(G.value(v).meta);
-    std::span<const ops::TensorMeta> ins(in.data(), in.size()), outs(out.data(), out.size());
-    const bool writer = n.op->is_writing_view();
-    if (n.op->is_view() && !writer) {
-      const bool dev_in = on_dev[static_cast<std::size_t>(n.inputs[0])];
-      if (dev_in && !detail::layout_only_view(*n.op)) {
-        // reshape-like views copy when the input is not contiguous; device values are contiguous
-        // unless they are themselves views, which is when the host must do it.
-        const auto& src = G.value(n.inputs[0]);
-        const bool viewed = src.kind == graph::ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op->is_view();
-        if (viewed) {
-          p = {Engine::host_cpu, -1, "view of a view (may copy)", 0, 1, {}};
-          on_dev[static_cast<std::size_t>(n.outputs[0])] = false;
-          continue;
-        }
-      }
-      p = {dev_in ? be.engine() : Engine::host_cpu, -1, "view", 0, 0, {}};
-      on_dev[static_cast<std::size_t>(n.outputs[0])] = dev_in;
-      continue;
-    }
-    const bool pinned = opt.pin_ops.count(n.op->name) || opt.pin_nodes.count(n.name) || (opt.pin_to_cpu && opt.pin_to_cpu(n));
-    // Copies: a device engine pays for operands on the host, the host for operands on the device.
-    double to_dev_us = 0, host_cost_us = 0;
-    int dev_copies = 0, host_copies = 0;
-    bool viewed_in = false;  // an operand is a device view (maybe strided)
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      const auto vi = static_cast<std::size_t>(n.inputs[k]);
-      if (on_dev[vi]) { host_cost_us += copy_cost(in[k]); ++host_copies; }
-      else { to_dev_us += copy_cost(in[k]); ++dev_copies; }
-      const auto& src = G.value(n.inputs[k]);
-      viewed_in |= on_dev[vi] && src.kind == graph::ValueKind::node &&
-                   nodes[static_cast<std::size_t>(src.producer)].op->is_view();
-    }
-    if (host_copies > 0) host_cost_us += sync_us;
-    if (writer && on_dev[static_cast<std::size_t>(n.inputs[0])]) host_cost_us += copy_cost(in[0]);  // write back
-    host_cost_us += host_cost(ops::op_cost(*n.op, ins, outs, n.attrs));
-    // The cheapest device engine that runs the node (the first on a tie). AI CPU takes dense
-    // tensors only, so a node reading a device view stays off it.
-    std::optional<Engine> dev;
-    double dev_cost = 0;
-    if (!n.fused)
-      for (Engine e : be.engines()) {
-        if (e == Engine::ai_cpu && viewed_in) continue;
-        if (!be.supports(e, *n.op, ins, n.attrs)) continue;
-        const double c = to_dev_us + be.cost_us(e, *n.op, ins, outs, n.attrs);
-        if (!dev || c < dev_cost) { dev = e; dev_cost = c; }
-      }
-    bool use_dev;
-    if (pinned) { use_dev = false; p.reason = "pinned"; }
-    else if (!dev) { use_dev = false; p.reason = n.fused ? "fused host program" : "no device mapping"; }
-    else if (host_cost_us < dev_cost) { use_dev = false; p.reason = "cost"; }
-    else {
-      use_dev = true;
-      p.reason = *dev == Engine::ai_cpu ? "aicpu" : find_device_kernel(*n.op, be.device().type) ? "device kernel" : "aclnn";
-    }
-    p.engine = use_dev ? *dev : Engine::host_cpu;
-    p.cost_us = use_dev ? dev_cost : host_cost_us;
-    p.copies_in = use_dev ? dev_copies : host_copies;
-    for (auto v : n.outputs) on_dev[static_cast<std::size_t>(v)] = writer ? on_dev[static_cast<std::size_t>(n.inputs[0])] : use_dev;
-  }
-
-  // ---- dependencies: data edges, plus write-after-read for nodes that write into an input.
-  std::vector<std::vector<int>> deps(nodes.size());
-  std::vector<int> producer(nv, -1);
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    for (auto v : nodes[i].outputs) producer[static_cast<std::size_t>(v)] = static_cast<int>(i);
-  // Root storage of each value (a view aliases its input's root).
-  std::vector<graph::ValueId> root(nv);
-  for (std::size_t v = 0; v < nv; ++v) root[v] = static_cast<graph::ValueId>(v);
-  for (const auto& n : nodes)
-    if (n.op->is_view()) root[static_cast<std::size_t>(n.outputs[0])] = root[static_cast<std::size_t>(n.inputs[0])];
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const graph::Node& n = nodes[i];
-    for (auto v : n.inputs)
-      if (producer[static_cast<std::size_t>(v)] >= 0) deps[i].push_back(producer[static_cast<std::size_t>(v)]);
-    // A node that writes into an input (copy_, batch_norm's running statistics) runs after
-    // every earlier reader of that memory, and every later reader runs after it.
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      if (!n.op->writes_input(n.attrs, n.inputs.size(), k)) continue;
-      const graph::ValueId r = root[static_cast<std::size_t>(n.inputs[k])];
-      for (std::size_t j = 0; j < i; ++j)
-        for (auto v : nodes[j].inputs)
-          if (root[static_cast<std::size_t>(v)] == r) deps[i].push_back(static_cast<int>(j));
-    }
-    for (std::size_t j = 0; j < i; ++j)
-      for (std::size_t k = 0; k < nodes[j].inputs.size(); ++k)
-        if (nodes[j].op->writes_input(nodes[j].attrs, nodes[j].inputs.size(), k))
-          for (auto v : n.inputs)
-            if (root[static_cast<std::size_t>(v)] == root[static_cast<std::size_t>(nodes[j].inputs[k])])
-              deps[i].push_back(static_cast<int>(j));
-    std::sort(deps[i].begin(), deps[i].end());
-    deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());
-  }
-  // Views run nowhere: a node depending on a view depends on what the view depends on.
-  auto resolve = [&](int j, auto& self) -> std::vector<int> {
-    if (!nodes[static_cast<std::size_t>(j)].op->is_pure_view())
-      return {j};
-    std::vector<int> r;
-    for (int d : deps[static_cast<std::size_t>(j)]) {
-      auto x = self(d, self);
-      r.insert(r.end(), x.begin(), x.end());
-    }
-    return r;
-  };
-
-  // ---- stream assignment: a node continues the stream of a producer it follows directly
-  // (the first such), else it opens a new stream (up to max_streams, then the least used).
-  const int max_streams = std::max(1, opt.max_streams);
-  std::vector<int> tail;  // last node on each stream
-  std::vector<int> load;
-  std::vector<bool> dev_node(nodes.size(), false);
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Placement& p = ex.place_[i];
-    const bool is_kernel = p.engine != Engine::host_cpu && !nodes[i].op->is_pure_view();
-    if (!is_kernel) continue;
-    dev_node[i] = true;
-    std::vector<int> pred;
-    for (int d : deps[i]) for (int r : resolve(d, resolve)) if (dev_node[static_cast<std::size_t>(r)]) pred.push_back(r);
-    int s = -1;
-    for (int r : pred)
-      if (tail[static_cast<std::size_t>(ex.place_[static_cast<std::size_t>(r)].stream)] == r) {
-        s = ex.place_[static_cast<std::size_t>(r)].stream;
-        break;
-      }
-    if (s < 0) {
-      if (static_cast<int>(tail.size()) < max_streams) {
-        tail.push_back(-1);
-        load.push_back(0);
-        s = static_cast<int>(tail.size()) - 1;
-      } else {
-        s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-      }
-    }
-    p.stream = s;
-    tail[static_cast<std::size_t>(s)] = static_cast<int>(i);
-    ++load[static_cast<std::size_t>(s)];
-    for (int r : pred)
-      if (ex.place_[static_cast<std::size_t>(r)].stream != s) p.waits.push_back(r);
-    std::sort(p.waits.begin(), p.waits.end());
-    p.waits.erase(std::unique(p.waits.begin(), p.waits.end()), p.waits.end());
-  }
-  if (tail.empty()) tail.push_back(-1);
-  for (std::size_t s = 0; s < tail.size(); ++s) {
+  ex.place_ = assign_engines(G, be, opt);
+  const NodeDeps nd = node_dependencies(G);
+  const int num_streams = assign_streams(G, nd, opt.max_streams, ex.place_);
+  for (int s = 0; s < num_streams; ++s) {
     ex.streams_.push_back(be.create_stream());
     ex.fence_.push_back(be.create_event());
   }
   ex.start_ = be.create_event();
 
-  // ---- buffers: device copies of inputs (slots), params and constants; one buffer per device value.
-  ex.dev_.assign(nv, AnyTensor());
-  ex.host_.assign(nv, AnyTensor());
-  ex.dev_home_.assign(nv, false);
-  for (std::size_t v = 0; v < nv; ++v) {
-    const graph::Value& val = G.values()[v];
-    if (val.kind == graph::ValueKind::node) continue;
-    ex.dev_home_[v] = true;
-    if (val.kind == graph::ValueKind::input) {
-      ex.dev_[v] = detail::device_tensor(be, val.meta);
-    } else if (val.uses > 0 || val.kind == graph::ValueKind::param) {
-      AnyTensor src = val.data.is_contiguous() ? val.data : ops::detail::contiguous_raw(val.data);
-      ex.dev_[v] = detail::device_tensor(be, val.meta);
-      be.copy_to_device(ex.dev_[v].raw_data(), src.raw_data(), src.nbytes());
-      if (val.kind == graph::ValueKind::constant) ex.host_[v] = src;
-    }
+  detail::DeviceStepBuilder sb(ex, be, nd.root);
+  sb.upload_fixed_values();
+  // ---- memory: device intermediates in one arena (one stream: the schedule is the order
+  // in which they run, so the CPU's planner applies as it is). No in-place reuse: a device
+  // kernel may not read and write one buffer.
+  if (opt.plan_memory && num_streams == 1) {
+    ValuePlanOptions popt;
+    popt.inplace = false;
+    popt.exclude.assign(nv, true);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (ex.place_[i].engine != Engine::host_cpu)
+        for (auto v : nodes[i].outputs) popt.exclude[static_cast<std::size_t>(v)] = false;
+    ex.value_plan_ = plan_values(G, popt);
+    ex.arena_ = be.allocate(std::max<std::size_t>(ex.value_plan_.memory.peak, 1));
   }
-  auto host_buf = [&](graph::ValueId v) -> AnyTensor& {
-    auto& h = ex.host_[static_cast<std::size_t>(v)];
-    if (!h.defined()) h = AnyTensor::empty(G.value(v).meta.shape, G.value(v).meta.dtype);
-    return h;
-  };
-  auto dev_buf = [&](graph::ValueId v) -> AnyTensor& {
-    auto& d = ex.dev_[static_cast<std::size_t>(v)];
-    if (!d.defined()) d = detail::device_tensor(be, G.value(v).meta);
-    return d;
-  };
-
-  // ---- steps, with the transfers each placement implies. Validity of each copy within an
-  // iteration: inputs/params live on the device; constants on both sides.
-  std::vector<bool> dev_valid(nv, false), host_valid(nv, false);
-  for (std::size_t v = 0; v < nv; ++v) {
-    auto k = G.values()[v].kind;
-    if (k != graph::ValueKind::node) dev_valid[v] = true;
-    if (k == graph::ValueKind::constant) host_valid[v] = true;
-  }
-  std::vector<int> event_of(nodes.size(), -1);
-  auto event_for = [&](int node) {
-    if (event_of[static_cast<std::size_t>(node)] < 0) {
-      event_of[static_cast<std::size_t>(node)] = static_cast<int>(ex.events_.size());
-      ex.events_.push_back(be.create_event());
-    }
-    return event_of[static_cast<std::size_t>(node)];
-  };
   for (std::size_t i = 0; i < nodes.size(); ++i)
-    for (int w : ex.place_[i].waits) event_for(w);
-  using SK = DeviceExecutable::StepKind;
-  std::vector<int> step_of_node(nodes.size(), -1);
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const graph::Node& n = nodes[i];
-    const Placement& p = ex.place_[i];
-    const bool writer = n.op->is_writing_view();
-    const bool host = p.engine == Engine::host_cpu;
-    DeviceExecutable::Step s{host ? SK::host : (n.op->is_view() && !writer ? SK::view : SK::device), static_cast<int>(i), -1,
-                             std::max(p.stream, 0), {}, {}, {}, -1, {}, 0};
-    for (auto v : n.inputs) {
-      const auto vi = static_cast<std::size_t>(v);
-      if (host && !host_valid[vi]) {
-        ex.steps_.push_back({SK::to_host, -1, v, 0, {dev_buf(v)}, {host_buf(v)}, {}, -1, {}, 0});
-        host_valid[vi] = true;
-      } else if (!host && !dev_valid[vi]) {
-        ex.steps_.push_back({SK::to_device, -1, v, 0, {host_buf(v)}, {dev_buf(v)}, {}, -1, {}, 0});
-        dev_valid[vi] = true;
-      }
-      s.in.push_back(host ? host_buf(v) : dev_buf(v));
-    }
-    for (int w : p.waits) s.wait_events.push_back(event_of[static_cast<std::size_t>(w)]);
-    s.record_event = event_of[i];
-    if (s.kind == SK::view) {
-      AnyTensor o = n.op->view(s.in[0], n.attrs);  // layout only: no data is touched
-      ex.dev_[static_cast<std::size_t>(n.outputs[0])] = o;
-      dev_valid[static_cast<std::size_t>(n.outputs[0])] = true;
-      continue;  // nothing to do at run time
-    }
-    if (host && n.op->is_view() && !writer) {
-      AnyTensor o = n.op->view(s.in[0], n.attrs);
-      ex.host_[static_cast<std::size_t>(n.outputs[0])] = o;
-      host_valid[static_cast<std::size_t>(n.outputs[0])] = true;
-      continue;
-    }
-    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-      const auto v = n.outputs[k];
-      const auto vi = static_cast<std::size_t>(v);
-      if (writer) {  // the output is input 0, written in place
-        (host ? ex.host_[vi] : ex.dev_[vi]) = s.in[0];
-      }
-      s.out.push_back(host ? host_buf(v) : dev_buf(v));
-      host_valid[vi] = host;
-      dev_valid[vi] = !host;
-    }
-    step_of_node[i] = static_cast<int>(ex.steps_.size());
-    ex.steps_.push_back(std::move(s));
-    if (writer) {
-      // Writing one side of a value makes the other side stale; a host write into a device
-      // value (a param) goes back up at once.
-      const graph::ValueId r = root[static_cast<std::size_t>(n.inputs[0])];
-      if (host && G.value(r).kind != graph::ValueKind::node) {
-        ex.steps_.push_back({SK::to_device, -1, n.inputs[0], 0, {host_buf(n.inputs[0])}, {dev_buf(n.inputs[0])}, {}, -1, {}, 0});
-      }
-      for (std::size_t v = 0; v < nv; ++v)
-        if (root[v] == r && v != static_cast<std::size_t>(n.outputs[0])) {
-          if (host) dev_valid[v] = G.value(r).kind != graph::ValueKind::node;
-          else host_valid[v] = false;
-        }
-    }
-  }
+    for (int w : ex.place_[i].waits) sb.event_for(w);
+  for (std::size_t i = 0; i < nodes.size(); ++i) sb.add_node(i);
   // Graph outputs are read from the device unless a host node produced them last.
   for (auto v : G.outputs()) {
     const auto vi = static_cast<std::size_t>(v);
-    ex.dev_home_[vi] = dev_valid[vi];
-    if (!dev_valid[vi]) host_buf(v);
-    MS_CHECK(!dev_valid[vi] || ex.dev_[vi].is_contiguous(), DeviceError,
+    ex.dev_home_[vi] = sb.dev_valid[vi];
+    if (!sb.dev_valid[vi]) sb.host_buf(v);
+    MS_CHECK(!sb.dev_valid[vi] || ex.dev_[vi].is_contiguous(), DeviceError,
              "compile_for_device: graph output %{} is a non-contiguous view on the device", v);
   }
   ex.want_capture_ = opt.capture && ex.streams_.size() == 1 && ex.num_host_nodes() == 0;

@@ -146,6 +146,9 @@ struct ValuePlanOptions {
   /// Per value: the parameter whose storage the value is written into instead of the arena
   /// (-1: none); empty for none at all.
   std::vector<graph::ValueId> writes_param;
+  /// Per value: true to keep it out of the arena (it is allocated on its own, as a fresh
+  /// value); empty for none. A device graph keeps its host-side values out.
+  std::vector<bool> exclude;
 };
 
 /// The homes, arena buffers and memory plan of a scheduled graph's values.
@@ -198,6 +201,7 @@ inline void place_output(const graph::Graph& G, std::size_t i, std::size_t k, co
   const int step = static_cast<int>(i);
   const auto v = static_cast<std::size_t>(n.outputs[k]);
   auto& home = vp.home;
+  if (!opt.exclude.empty() && opt.exclude[v]) { home[v] = ValueHome::fresh; return; }
   if (n.op->is_view()) {  // a view lives where its source lives
     const auto src = static_cast<std::size_t>(n.inputs[0]);
     vp.buffer[v] = vp.buffer[src];
