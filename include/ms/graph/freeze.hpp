@@ -321,62 +321,79 @@ inline void freeze(const graph::Graph& g, const std::filesystem::path& path, con
 
 namespace detail::frozen {
 
-/// Parses a frozen model held in `buf` (64-byte aligned, the whole file).
-inline graph::Graph parse(const std::shared_ptr<Storage>& buf, std::size_t size, std::string_view name,
-                          std::map<std::string, std::string>* metadata) {
-  const char* base = static_cast<const char*>(buf->data);
-  if (size < 8) fail(name, fmt::format("the file is {} bytes long: too short for a frozen model (truncated?)", size));
-  std::uint64_t hlen = 0;
-  for (int i = 0; i < 8; ++i) hlen |= static_cast<std::uint64_t>(static_cast<unsigned char>(base[i])) << (8 * i);
-  if (hlen > kMaxHeader) fail(name, fmt::format("the header length {} is implausible (not a frozen model?)", hlen));
-  if (hlen > size - 8)
-    fail(name, fmt::format("the header needs {} bytes but the file has {} after the length (truncated?)", hlen, size - 8));
-  json header;
-  try {
-    header = json::parse(base + 8, base + 8 + hlen);
-  } catch (const json::exception& e) {
-    fail(name, fmt::format("the header is not valid JSON ({})", e.what()));
-  }
-  const Reader r{name};
-  if (!header.is_object()) fail(name, "the header is not a JSON object");
-  auto mit = header.find("__metadata__");
-  if (mit == header.end() || !mit->is_object() || mit->value("format", std::string()) != "ms.frozen")
-    fail(name, "this is not a frozen ms model (no \"format\": \"ms.frozen\" metadata; a plain safetensors file?)");
-  const json& meta = *mit;
-  for (auto& [k, v] : meta.items())
-    if (!v.is_string()) fail(name, fmt::format("metadata \"{}\" must be a string", k));
-  const std::string& version = r.string(r.field(meta, "ms.format_version", "metadata"), "ms.format_version");
-  if (version != std::to_string(kFrozenFormatVersion))
-    fail(name, fmt::format("format version {} is not supported (this build reads version {})", version,
-                           kFrozenFormatVersion));
-  const std::string& graph_text = r.string(r.field(meta, "ms.graph", "metadata"), "ms.graph");
-  const std::size_t data_begin = 8 + static_cast<std::size_t>(hlen);
-  const std::size_t data_size = size - data_begin;
-  auto check_crc = [&](const char* key, const char* p, std::size_t n, const char* what) {
-    const std::string& want = r.string(r.field(meta, key, "metadata"), key);
-    if (want != std::to_string(crc32_of(p, n)))
-      fail(name, fmt::format("the {} checksum does not match (the file is corrupted or truncated)", what));
-  };
-  check_crc("ms.graph_crc32", graph_text.data(), graph_text.size(), "graph");
-  check_crc("ms.data_crc32", base + data_begin, data_size, "weights");
-  if (data_begin % kAlign != 0) fail(name, "the tensor data does not start at a multiple of 64 bytes");
-  if (metadata) {
-    metadata->clear();
-    for (auto& [k, v] : meta.items()) (*metadata)[k] = v.get<std::string>();
+/// Reads a frozen model held in a buffer (64-byte aligned, the whole file) into a graph;
+/// anything malformed is an IOError naming the file and what is wrong.
+class FrozenParser {
+ public:
+  FrozenParser(const std::shared_ptr<Storage>& b, std::size_t n, std::string_view file)
+      : buf(b), size(n), name(file), r{file} {}
+
+  graph::Graph parse(std::map<std::string, std::string>* metadata) {
+    read_header(metadata);
+    read_graph_json();
+    read_values();
+    for (std::size_t ni = 0; ni < jn->size(); ++ni) read_node(ni);
+    return finish();
   }
 
-  json gj;
-  try {
-    gj = json::parse(graph_text);
-  } catch (const json::exception& e) {
-    fail(name, fmt::format("the graph is not valid JSON ({})", e.what()));
+ private:
+  /// The length-prefixed JSON header: metadata, format version, checksums.
+  void read_header(std::map<std::string, std::string>* metadata) {
+    const char* base = static_cast<const char*>(buf->data);
+    if (size < 8) fail(name, fmt::format("the file is {} bytes long: too short for a frozen model (truncated?)", size));
+    std::uint64_t hlen = 0;
+    for (int i = 0; i < 8; ++i) hlen |= static_cast<std::uint64_t>(static_cast<unsigned char>(base[i])) << (8 * i);
+    if (hlen > kMaxHeader) fail(name, fmt::format("the header length {} is implausible (not a frozen model?)", hlen));
+    if (hlen > size - 8)
+      fail(name, fmt::format("the header needs {} bytes but the file has {} after the length (truncated?)", hlen, size - 8));
+    try {
+      header = json::parse(base + 8, base + 8 + hlen);
+    } catch (const json::exception& e) {
+      fail(name, fmt::format("the header is not valid JSON ({})", e.what()));
+    }
+    if (!header.is_object()) fail(name, "the header is not a JSON object");
+    auto mit = header.find("__metadata__");
+    if (mit == header.end() || !mit->is_object() || mit->value("format", std::string()) != "ms.frozen")
+      fail(name, "this is not a frozen ms model (no \"format\": \"ms.frozen\" metadata; a plain safetensors file?)");
+    const json& meta = *mit;
+    for (auto& [k, v] : meta.items())
+      if (!v.is_string()) fail(name, fmt::format("metadata \"{}\" must be a string", k));
+    const std::string& version = r.string(r.field(meta, "ms.format_version", "metadata"), "ms.format_version");
+    if (version != std::to_string(kFrozenFormatVersion))
+      fail(name, fmt::format("format version {} is not supported (this build reads version {})", version,
+                             kFrozenFormatVersion));
+    graph_text = r.string(r.field(meta, "ms.graph", "metadata"), "ms.graph");
+    data_begin = 8 + static_cast<std::size_t>(hlen);
+    data_size = size - data_begin;
+    auto check_crc = [&](const char* key, const char* p, std::size_t n, const char* what) {
+      const std::string& want = r.string(r.field(meta, key, "metadata"), key);
+      if (want != std::to_string(crc32_of(p, n)))
+        fail(name, fmt::format("the {} checksum does not match (the file is corrupted or truncated)", what));
+    };
+    check_crc("ms.graph_crc32", graph_text.data(), graph_text.size(), "graph");
+    check_crc("ms.data_crc32", base + data_begin, data_size, "weights");
+    if (data_begin % kAlign != 0) fail(name, "the tensor data does not start at a multiple of 64 bytes");
+    if (metadata) {
+      metadata->clear();
+      for (auto& [k, v] : meta.items()) (*metadata)[k] = v.get<std::string>();
+    }
   }
-  const json& jvalues = r.array(r.field(gj, "values", "graph"), "graph values");
-  const json& jnodes = r.array(r.field(gj, "nodes", "graph"), "graph nodes");
-  if (jvalues.size() > kMaxItems || jnodes.size() > kMaxItems) fail(name, "the graph is too large");
 
-  // A tensor named by the header, as a view into the buffer.
-  auto tensor = [&](const std::string& key, const ops::TensorMeta& m, const std::string& where) {
+  void read_graph_json() {
+    try {
+      gj = json::parse(graph_text);
+    } catch (const json::exception& e) {
+      fail(name, fmt::format("the graph is not valid JSON ({})", e.what()));
+    }
+    jv = &r.array(r.field(gj, "values", "graph"), "graph values");
+    jn = &r.array(r.field(gj, "nodes", "graph"), "graph nodes");
+    const json& jvalues = *jv;
+    const json& jnodes = *jn;
+    if (jvalues.size() > kMaxItems || jnodes.size() > kMaxItems) fail(name, "the graph is too large");
+  }
+
+  /// A tensor named by the header, as a view into the buffer.
+  AnyTensor tensor(const std::string& key, const ops::TensorMeta& m, const std::string& where) const {
     if (key == "__metadata__") fail(name, fmt::format("{}: invalid tensor name", where));
     auto it = header.find(key);
     if (it == header.end()) fail(name, fmt::format("{}: tensor \"{}\" is not in the file", where, key));
@@ -398,55 +415,61 @@ inline graph::Graph parse(const std::shared_ptr<Storage>& buf, std::size_t size,
       fail(name, fmt::format("{}: tensor \"{}\" is {} {} but the graph says {} {}", where, key, dtype_name(d),
                              shape_str(s), dtype_name(m.dtype), shape_str(m.shape)));
     return AnyTensor::view_of(buf, s, contiguous_strides(s), static_cast<std::int64_t>((data_begin + b) / dtype_size(d)), d);
-  };
-
-  graph::Graph g;
-  std::vector<graph::ValueId> id(jvalues.size(), -1);
-  std::vector<ops::TensorMeta> metas(jvalues.size());
-  std::vector<std::string> kinds(jvalues.size());
-  for (std::size_t i = 0; i < jvalues.size(); ++i) {
-    const std::string where = fmt::format("value {}", i);
-    const json& v = jvalues[i];
-    kinds[i] = r.string(r.field(v, "kind", where), where + " kind");
-    metas[i] = {r.dtype(r.field(v, "dtype", where), where + " dtype"), r.shape(r.field(v, "shape", where), where + " shape")};
-    if (kinds[i] != "input" && kinds[i] != "param" && kinds[i] != "const" && kinds[i] != "node")
-      fail(name, fmt::format("{}: unknown kind \"{}\"", where, kinds[i]));
   }
-  auto value_name = [&](std::size_t i) {
-    auto it = jvalues[i].find("name");
-    return it != jvalues[i].end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  auto index = [&](const json& x, const std::string& where) {
+
+  std::string value_name(std::size_t i) const {
+    auto it = (*jv)[i].find("name");
+    return it != (*jv)[i].end() && it->is_string() ? it->get<std::string>() : std::string();
+  }
+  std::size_t index(const json& x, const std::string& where) const {
     std::int64_t k = r.integer(x, where);
-    if (k < 0 || static_cast<std::size_t>(k) >= jvalues.size())
+    if (k < 0 || static_cast<std::size_t>(k) >= jv->size())
       fail(name, fmt::format("{} refers to value {}, which does not exist", where, k));
     return static_cast<std::size_t>(k);
-  };
-  // Inputs and params first, in their declared order.
-  for (const char* list : {"inputs", "params"}) {
-    const json& ids = r.array(r.field(gj, list, "graph"), fmt::format("graph {}", list));
-    const std::string kind = std::string(list) == "inputs" ? "input" : "param";
-    for (const json& x : ids) {
-      std::size_t k = index(x, fmt::format("graph {}", list));
-      if (kinds[k] != kind || id[k] >= 0) fail(name, fmt::format("graph {}: value {} is not a new {}", list, k, kind));
-      const std::string where = fmt::format("value {}", k);
-      id[k] = kind == "input" ? g.add_input(metas[k], value_name(k))
-                              : g.add_param(tensor(r.string(r.field(jvalues[k], "tensor", where), where + " tensor"),
-                                                   metas[k], where),
-                                            value_name(k));
+  }
+
+  /// The values' metadata, then inputs, parameters and constants.
+  void read_values() {
+    const json& jvalues = *jv;
+    id.assign(jvalues.size(), -1);
+    metas.assign(jvalues.size(), {});
+    kinds.assign(jvalues.size(), {});
+    for (std::size_t i = 0; i < jvalues.size(); ++i) {
+      const std::string where = fmt::format("value {}", i);
+      const json& v = jvalues[i];
+      kinds[i] = r.string(r.field(v, "kind", where), where + " kind");
+      metas[i] = {r.dtype(r.field(v, "dtype", where), where + " dtype"), r.shape(r.field(v, "shape", where), where + " shape")};
+      if (kinds[i] != "input" && kinds[i] != "param" && kinds[i] != "const" && kinds[i] != "node")
+        fail(name, fmt::format("{}: unknown kind \"{}\"", where, kinds[i]));
+    }
+    // Inputs and params first, in their declared order.
+    for (const char* list : {"inputs", "params"}) {
+      const json& ids = r.array(r.field(gj, list, "graph"), fmt::format("graph {}", list));
+      const std::string kind = std::string(list) == "inputs" ? "input" : "param";
+      for (const json& x : ids) {
+        std::size_t k = index(x, fmt::format("graph {}", list));
+        if (kinds[k] != kind || id[k] >= 0) fail(name, fmt::format("graph {}: value {} is not a new {}", list, k, kind));
+        const std::string where = fmt::format("value {}", k);
+        id[k] = kind == "input" ? g.add_input(metas[k], value_name(k))
+                                : g.add_param(tensor(r.string(r.field(jvalues[k], "tensor", where), where + " tensor"),
+                                                     metas[k], where),
+                                              value_name(k));
+      }
+    }
+    for (std::size_t k = 0; k < jvalues.size(); ++k) {
+      if (kinds[k] == "const") {
+        const std::string where = fmt::format("value {}", k);
+        id[k] = g.add_constant(tensor(r.string(r.field(jvalues[k], "tensor", where), where + " tensor"), metas[k], where),
+                               value_name(k));
+      } else if ((kinds[k] == "input" || kinds[k] == "param") && id[k] < 0) {
+        fail(name, fmt::format("value {} is an {} that the graph's list does not declare", k, kinds[k]));
+      }
     }
   }
-  for (std::size_t k = 0; k < jvalues.size(); ++k) {
-    if (kinds[k] == "const") {
-      const std::string where = fmt::format("value {}", k);
-      id[k] = g.add_constant(tensor(r.string(r.field(jvalues[k], "tensor", where), where + " tensor"), metas[k], where),
-                             value_name(k));
-    } else if ((kinds[k] == "input" || kinds[k] == "param") && id[k] < 0) {
-      fail(name, fmt::format("value {} is an {} that the graph's list does not declare", k, kinds[k]));
-    }
-  }
-  for (std::size_t ni = 0; ni < jnodes.size(); ++ni) {
-    const json& n = jnodes[ni];
+
+  /// Node ni of the file, checked against this build's op registry.
+  void read_node(std::size_t ni) {
+    const json& n = (*jn)[ni];
     const std::string where = fmt::format("node {}", ni);
     const std::string& opname = r.string(r.field(n, "op", where), where + " op");
     const ops::OpDef* op = ops::registry().find(opname);
@@ -496,17 +519,41 @@ inline graph::Graph parse(const std::shared_ptr<Storage>& buf, std::size_t size,
       id[k] = outs[o];
     }
   }
-  for (std::size_t k = 0; k < jvalues.size(); ++k)
-    if (id[k] < 0) fail(name, fmt::format("value {} is never defined", k));
-  const json& jout = r.array(r.field(gj, "outputs", "graph"), "graph outputs");
-  if (jout.empty()) fail(name, "the graph has no outputs");
-  for (const json& x : jout) g.mark_output(id[index(x, "graph outputs")]);
-  try {
-    graph::verify(g);
-  } catch (const Error& e) {
-    fail(name, e.what());
+
+  graph::Graph finish() {
+    const json& jvalues = *jv;
+    for (std::size_t k = 0; k < jvalues.size(); ++k)
+      if (id[k] < 0) fail(name, fmt::format("value {} is never defined", k));
+    const json& jout = r.array(r.field(gj, "outputs", "graph"), "graph outputs");
+    if (jout.empty()) fail(name, "the graph has no outputs");
+    for (const json& x : jout) g.mark_output(id[index(x, "graph outputs")]);
+    try {
+      graph::verify(g);
+    } catch (const Error& e) {
+      fail(name, e.what());
+    }
+    return std::move(g);
   }
-  return g;
+
+  std::shared_ptr<Storage> buf;
+  std::size_t size;
+  std::string_view name;
+  const Reader r;
+  json header, gj;
+  std::string graph_text;
+  std::size_t data_begin = 0, data_size = 0;
+  const json* jv = nullptr;  ///< the graph's values
+  const json* jn = nullptr;  ///< the graph's nodes
+  graph::Graph g;
+  std::vector<graph::ValueId> id;
+  std::vector<ops::TensorMeta> metas;
+  std::vector<std::string> kinds;
+};
+
+/// Parses a frozen model held in `buf` (64-byte aligned, the whole file).
+inline graph::Graph parse(const std::shared_ptr<Storage>& buf, std::size_t size, std::string_view name,
+                          std::map<std::string, std::string>* metadata) {
+  return FrozenParser(buf, size, name).parse(metadata);
 }
 
 /// Parses with every failure reported as IOError (also allocation failures and the like).

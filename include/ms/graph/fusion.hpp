@@ -45,6 +45,43 @@ inline bool fusible(const Graph& g, const Node& n) {
 }  // namespace detail
 
 namespace detail {
+/// What instruction k (made by node m) is to fold_scalar_steps: a scalar step x * c, c * x,
+/// x + c, c + x or x - c (c a float constant; `other` is x's source), and which binary op
+/// (+ - * /) of two operands of its dtype.
+struct ScalarStep {
+  bool ok = false;
+  int other = 0;  ///< the non-constant operand's source
+  double m = 1, a = -0.0;
+  ops::AffineBinary binary = ops::AffineBinary::none;
+};
+
+inline ScalarStep scalar_step(const Graph& g, const Node& m, const FusedInstr& in, DType d) {
+  ScalarStep st;
+  const std::string_view name = m.op->name;
+  if (in.nin != 2 || g.value(m.inputs[0]).meta.dtype != d || g.value(m.inputs[1]).meta.dtype != d) return st;
+  st.binary = name == "add"   ? ops::AffineBinary::add
+              : name == "sub" ? ops::AffineBinary::sub
+              : name == "mul" ? ops::AffineBinary::mul
+              : name == "div" ? ops::AffineBinary::div
+                              : ops::AffineBinary::none;
+  if (name != "mul" && name != "add" && name != "sub") return st;
+  auto scalar_const = [&](int j, double& c) {
+    const Value& v = g.value(m.inputs[static_cast<std::size_t>(j)]);
+    if (v.kind != ValueKind::constant || v.meta.dtype != d || numel(v.meta.shape) != 1 || !v.data.defined()) return false;
+    c = d == DType::f32 ? static_cast<double>(*static_cast<const float*>(v.data.raw_data()))
+                        : *static_cast<const double*>(v.data.raw_data());
+    return c == c;  // a NaN constant is left alone
+  };
+  double c = 0;
+  const int cj = scalar_const(1, c) ? 1 : (name != "sub" && scalar_const(0, c)) ? 0 : -1;
+  if (cj < 0 || in.src[1 - cj] == in.src[cj]) return st;
+  st.ok = true;
+  st.other = in.src[1 - cj];
+  if (name == "mul") { st.m = c; st.a = -0.0; }
+  else { st.m = 1; st.a = name == "sub" ? -c : c; }
+  return st;
+}
+
 /// Folds scalar steps (x * c, c * x, x + c, c + x, x - c with c a float constant) into the
 /// unary instruction that reads or produces their other operand, when the intermediate has
 /// no other reader: `tanh(x*0.5 + 0.1) * 1.5` becomes one pass of tanh's affine kernel.
@@ -56,13 +93,7 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
   const std::size_t n = ins.size();
   if (n < 2) return;
   const auto& nodes = g.nodes();
-  struct Step {
-    bool ok = false;
-    int other = 0;      // the non-constant operand's source
-    double m = 1, a = -0.0;
-    ops::AffineBinary binary = ops::AffineBinary::none;  // add/sub/mul/div of two operands of d
-  };
-  std::vector<Step> step(n);
+  std::vector<ScalarStep> step(n);
   std::vector<bool> single_use(n, false), removed(n, false);
   std::vector<const ops::BlockFn*> affine_fn(n, nullptr);  // set for unary ops that can take steps
   for (std::size_t k = 0; k < n; ++k) {
@@ -74,28 +105,7 @@ inline void fold_scalar_steps(const Graph& g, const std::vector<std::size_t>& me
       if (m.op->elementwise.affine[static_cast<int>(d)][0]) affine_fn[k] = m.op->elementwise.affine[static_cast<int>(d)];
       continue;
     }
-    const std::string_view name = m.op->name;
-    if (ins[k].nin != 2 || g.value(m.inputs[0]).meta.dtype != d || g.value(m.inputs[1]).meta.dtype != d) continue;
-    step[k].binary = name == "add"   ? ops::AffineBinary::add
-                     : name == "sub" ? ops::AffineBinary::sub
-                     : name == "mul" ? ops::AffineBinary::mul
-                     : name == "div" ? ops::AffineBinary::div
-                                     : ops::AffineBinary::none;
-    if (name != "mul" && name != "add" && name != "sub") continue;
-    auto scalar_const = [&](int j, double& c) {
-      const Value& v = g.value(m.inputs[static_cast<std::size_t>(j)]);
-      if (v.kind != ValueKind::constant || v.meta.dtype != d || numel(v.meta.shape) != 1 || !v.data.defined()) return false;
-      c = d == DType::f32 ? static_cast<double>(*static_cast<const float*>(v.data.raw_data()))
-                          : *static_cast<const double*>(v.data.raw_data());
-      return c == c;  // a NaN constant is left alone
-    };
-    double c = 0;
-    int cj = scalar_const(1, c) ? 1 : (name != "sub" && scalar_const(0, c)) ? 0 : -1;
-    if (cj < 0 || ins[k].src[1 - cj] == ins[k].src[cj]) continue;
-    step[k].ok = true;
-    step[k].other = ins[k].src[1 - cj];
-    if (name == "mul") { step[k].m = c; step[k].a = -0.0; }
-    else { step[k].m = 1; step[k].a = name == "sub" ? -c : c; }
+    step[k] = scalar_step(g, m, ins[k], d);
   }
   auto writes = [&](std::size_t k, int t) { return !removed[k] && ins[k].dst == t; };
   auto reads = [&](std::size_t k, int t) {
