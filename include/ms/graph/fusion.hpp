@@ -11,7 +11,10 @@
 #include <numeric>
 #include <vector>
 
+#include "../ops/binary.hpp"
 #include "../ops/elementwise.hpp"
+#include "../ops/linalg.hpp"
+#include "../ops/reduce.hpp"
 #include "graph.hpp"
 
 namespace ms::graph {
@@ -57,14 +60,15 @@ struct ScalarStep {
 
 inline ScalarStep scalar_step(const Graph& g, const Node& m, const FusedInstr& in, DType d) {
   ScalarStep st;
-  const std::string_view name = m.op->name;
+  const ops::OpDef* op = m.op;
   if (in.nin != 2 || g.value(m.inputs[0]).meta.dtype != d || g.value(m.inputs[1]).meta.dtype != d) return st;
-  st.binary = name == "add"   ? ops::AffineBinary::add
-              : name == "sub" ? ops::AffineBinary::sub
-              : name == "mul" ? ops::AffineBinary::mul
-              : name == "div" ? ops::AffineBinary::div
-                              : ops::AffineBinary::none;
-  if (name != "mul" && name != "add" && name != "sub") return st;
+  const bool add = op == &ops::add_op, sub = op == &ops::sub_op, mul = op == &ops::mul_op;
+  st.binary = add                   ? ops::AffineBinary::add
+              : sub                 ? ops::AffineBinary::sub
+              : mul                 ? ops::AffineBinary::mul
+              : op == &ops::div_op  ? ops::AffineBinary::div
+                                    : ops::AffineBinary::none;
+  if (!mul && !add && !sub) return st;
   auto scalar_const = [&](int j, double& c) {
     const Value& v = g.value(m.inputs[static_cast<std::size_t>(j)]);
     if (v.kind != ValueKind::constant || v.meta.dtype != d || numel(v.meta.shape) != 1 || !v.data.defined()) return false;
@@ -73,12 +77,12 @@ inline ScalarStep scalar_step(const Graph& g, const Node& m, const FusedInstr& i
     return c == c;  // a NaN constant is left alone
   };
   double c = 0;
-  const int cj = scalar_const(1, c) ? 1 : (name != "sub" && scalar_const(0, c)) ? 0 : -1;
+  const int cj = scalar_const(1, c) ? 1 : (!sub && scalar_const(0, c)) ? 0 : -1;
   if (cj < 0 || in.src[1 - cj] == in.src[cj]) return st;
   st.ok = true;
   st.other = in.src[1 - cj];
-  if (name == "mul") { st.m = c; st.a = -0.0; }
-  else { st.m = 1; st.a = name == "sub" ? -c : c; }
+  if (mul) { st.m = c; st.a = -0.0; }
+  else { st.m = 1; st.a = sub ? -c : c; }
   return st;
 }
 
@@ -383,9 +387,9 @@ inline int fuse_epilogues(Graph& g) {
     if (nodes[i].dead) continue;
     // Reduction of an elementwise result.
     const Node& r = nodes[i];
-    const std::string_view rname = r.op->name;
+    const ops::OpDef* rop = r.op;
     if (!r.fused && r.inputs.size() == 1 && r.outputs.size() == 1 &&
-        (rname == "sum" || rname == "mean" || rname == "max" || rname == "min")) {
+        (rop == &ops::sum_op || rop == &ops::mean_op || rop == &ops::max_op || rop == &ops::min_op)) {
       const ValueId v = r.inputs[0];
       const auto& vm = g.value(v).meta;
       if (single_use_node_value(v) && (vm.dtype == DType::f32 || vm.dtype == DType::f64) && numel(vm.shape) > 0 &&
@@ -404,13 +408,13 @@ inline int fuse_epilogues(Graph& g) {
         if (prog) {
           std::int64_t inner = 1;
           for (int d = first; d < rank; ++d) inner *= vm.shape[d];
-          prog->reduce = rname == "sum"    ? FusedProgram::Reduce::sum
-                         : rname == "mean" ? FusedProgram::Reduce::mean
-                         : rname == "max"  ? FusedProgram::Reduce::max
-                                           : FusedProgram::Reduce::min;
+          prog->reduce = rop == &ops::sum_op    ? FusedProgram::Reduce::sum
+                         : rop == &ops::mean_op ? FusedProgram::Reduce::mean
+                         : rop == &ops::max_op  ? FusedProgram::Reduce::max
+                                                : FusedProgram::Reduce::min;
           prog->eval_shape = vm.shape;
           prog->reduce_inner = inner;
-          prog->members.push_back(std::string(rname));
+          prog->members.push_back(rop->name);
           prog->out_meta = g.value(r.outputs[0]).meta;
           g.kill(p);
           detail::become_fused(g, i, std::move(ext), std::move(prog), fmt::format("fused_reduce_{}", made++));
@@ -428,7 +432,7 @@ inline int fuse_epilogues(Graph& g) {
       if (!single_use_node_value(v)) continue;
       const auto p = static_cast<std::size_t>(g.value(v).producer);
       const Node& pn = nodes[p];
-      if (pn.dead || pn.fused || pn.outputs.size() != 1 || (pn.op->name != "matmul" && pn.op->name != "linear")) continue;
+      if (pn.dead || pn.fused || pn.outputs.size() != 1 || (pn.op != &ops::matmul_op && pn.op != &ops::linear_op)) continue;
       const auto& vm = g.value(v).meta;
       if (!(vm.shape == om.shape) || vm.dtype != om.dtype) continue;
       // Renumber the program's external inputs: the GEMM result first, the others after it.

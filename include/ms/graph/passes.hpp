@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "../core/atomic_file.hpp"
+#include "../ops/binary.hpp"
 #include "../ops/views.hpp"
 #include "fusion.hpp"
 
@@ -140,7 +141,7 @@ inline int simplify(Graph& g) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     Node& n = nodes[i];
     if (n.dead || n.fused) continue;
-    const std::string& op = n.op->name;
+    const ops::OpDef* op = n.op;
     ValueId out = n.outputs[0];
     const ops::TensorMeta& om = g.value(out).meta;
     auto forward = [&](ValueId to) {
@@ -150,16 +151,17 @@ inline int simplify(Graph& g) {
       ++rewrites;
       return true;
     };
-    if (op == "mul" || op == "add" || op == "sub" || op == "div") {
-      double ident = (op == "mul" || op == "div") ? 1.0 : (op == "add" && is_floating(om.dtype)) ? -0.0 : 0.0;
+    const bool mul = op == &ops::mul_op, add = op == &ops::add_op, div = op == &ops::div_op;
+    if (mul || add || div || op == &ops::sub_op) {
+      double ident = (mul || div) ? 1.0 : (add && is_floating(om.dtype)) ? -0.0 : 0.0;
       if (detail::const_all_equal(g, n.inputs[1], ident) && forward(n.inputs[0])) continue;
-      if ((op == "mul" || op == "add") && detail::const_all_equal(g, n.inputs[0], ident) && forward(n.inputs[1])) continue;
-    } else if (op == "cast") {
+      if ((mul || add) && detail::const_all_equal(g, n.inputs[0], ident) && forward(n.inputs[1])) continue;
+    } else if (op == &ops::cast_op) {
       if (g.value(n.inputs[0]).meta.dtype == om.dtype && forward(n.inputs[0])) continue;
-    } else if (op == "reshape") {
+    } else if (op == &ops::reshape_op) {
       if (g.value(n.inputs[0]).meta.shape == om.shape && forward(n.inputs[0])) continue;
       const Value& src = g.value(n.inputs[0]);
-      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op->name == "reshape") {
+      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op == &ops::reshape_op) {
         ValueId base = nodes[static_cast<std::size_t>(src.producer)].inputs[0];
         g.value(n.inputs[0]).uses--;
         n.inputs[0] = base;
@@ -167,13 +169,13 @@ inline int simplify(Graph& g) {
         ++rewrites;
         if (g.value(base).meta.shape == om.shape) forward(base);  // the chain returns to the original shape
       }
-    } else if (op == "permute") {
+    } else if (op == &ops::permute_op) {
       const ops::IntList& p = n.attrs.ints("perm");
       bool identity = true;
       for (std::size_t k = 0; k < p.size(); ++k) identity &= (p[k] == static_cast<std::int64_t>(k) || p[k] == static_cast<std::int64_t>(k) - static_cast<std::int64_t>(p.size()));
       if (identity && forward(n.inputs[0])) continue;
       const Value& src = g.value(n.inputs[0]);
-      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op->name == "permute") {
+      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op == &ops::permute_op) {
         const Node& inner = nodes[static_cast<std::size_t>(src.producer)];
         const ops::IntList& q = inner.attrs.ints("perm");
         int r = static_cast<int>(p.size());
