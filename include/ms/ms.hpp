@@ -29,7 +29,7 @@
 #include "ops/views.hpp"
 #include "ops/factory.hpp"
 #include "ops/reduce.hpp"
-#include "ops/normalization.hpp"
+#include "ops/softmax.hpp"
 #include "ops/linalg.hpp"
 #include "ops/movement.hpp"
 #include "ops/inplace.hpp"

@@ -479,7 +479,7 @@ TEST_CASE("reduction ops are registered once with their metadata", "[op][reduce]
   ops::Cost c = ops::op_cost(ops::sum_op, in, out, ops::Attrs{});
   CHECK(c.flops == 1000);
   CHECK(c.bytes == 4040);
-  CHECK(ops::registry().get("softmax").category == ops::Category::normalization);
+  CHECK(ops::registry().get("softmax").category == ops::Category::softmax);
 }
 
 // ---- softmax / log_softmax -------------------------------------------------------------------

@@ -7,7 +7,7 @@
 
 #include "../ops/linalg.hpp"
 #include "../ops/movement.hpp"
-#include "../ops/normalization.hpp"
+#include "../ops/softmax.hpp"
 #include "../ops/scatter.hpp"
 #include "../ops/unary.hpp"
 #include "tape.hpp"

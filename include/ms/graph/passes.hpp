@@ -199,9 +199,9 @@ inline int simplify(Graph& g) {
 
 namespace detail {
 /// Builds an expansion's nodes into a graph, each inserted before position `pos`.
-class GraphOpBuilder final : public ops::OpBuilder {
+class GraphExpansionBuilder final : public ops::ExpansionBuilder {
  public:
-  GraphOpBuilder(Graph& g, std::size_t pos) : g_(g), pos_(pos) {}
+  GraphExpansionBuilder(Graph& g, std::size_t pos) : g_(g), pos_(pos) {}
   ops::TensorMeta meta(std::int32_t v) const override { return g_.value(v).meta; }
   std::vector<std::int32_t> node(const ops::OpDef& op, std::vector<std::int32_t> in, ops::Attrs attrs) override {
     const ops::MetaList out = g_.infer_outputs(op, in, attrs);
@@ -229,7 +229,7 @@ inline int expand_nodes(Graph& g, const std::function<bool(const Node&)>& want) 
     const ops::OpDef& op = *n.op;
     const std::vector<ValueId> in = n.inputs, outs = n.outputs;
     const ops::Attrs attrs = n.attrs;
-    detail::GraphOpBuilder b(g, i);
+    detail::GraphExpansionBuilder b(g, i);
     std::vector<std::int32_t> repl = op.expand(b, std::span<const std::int32_t>(in.data(), in.size()), attrs);
     MS_CHECK(repl.size() == outs.size(), GraphError, "expand: the expansion of {} gives {} values for {} outputs",
              op.name, repl.size(), outs.size());

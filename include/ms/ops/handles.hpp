@@ -15,7 +15,7 @@
 #include "linalg.hpp"
 #include "movement.hpp"
 #include "nn.hpp"
-#include "normalization.hpp"
+#include "softmax.hpp"
 #include "reduce.hpp"
 #include "unary.hpp"
 #include "views.hpp"

@@ -119,7 +119,7 @@ void adam_update_run(const KernelArgs& k) {
 }
 
 /// The composite form, built from other registered ops (mul, add, sub, div, sqrt).
-inline std::vector<std::int32_t> adam_update_expand(OpBuilder& b, std::span<const std::int32_t> in, const Attrs& a) {
+inline std::vector<std::int32_t> adam_update_expand(ExpansionBuilder& b, std::span<const std::int32_t> in, const Attrs& a) {
   const DType d = b.meta(in[0]).dtype;
   auto op2 = [&](const OpDef& op, std::int32_t x, std::int32_t y) { return b.node(op, {x, y})[0]; };
   auto mul_s = [&](std::int32_t x, double c) { return op2(mul_op, x, b.scalar(c, d)); };

@@ -28,7 +28,7 @@ enum class Category : std::uint8_t {
   ternary,      ///< elementwise with broadcasting, three inputs (where)
   compare,      ///< elementwise comparison producing bool
   reduction,    ///< reduces axes (sum, mean, max, argmax, var, ...)
-  normalization,  ///< softmax-like ops over an axis
+  softmax,      ///< softmax and log_softmax over an axis (layer-level norms are nn)
   linalg,       ///< matmul, linear
   movement,     ///< copies data into a new layout (concat, gather, cast, contiguous...)
   view,         ///< aliases its input's storage (reshape, transpose, slice, expand...)
@@ -46,7 +46,7 @@ constexpr std::string_view category_name(Category c) {
     case Category::ternary: return "ternary";
     case Category::compare: return "compare";
     case Category::reduction: return "reduction";
-    case Category::normalization: return "normalization";
+    case Category::softmax: return "softmax";
     case Category::linalg: return "linalg";
     case Category::movement: return "movement";
     case Category::view: return "view";
@@ -287,10 +287,11 @@ struct alignas(64) IsaKernelRow {
 };
 
 /// What an op's expansion (OpDef::expand) builds with: nodes of other registered ops and
-/// constants, in a graph whose values are named by ids.
-class OpBuilder {
+/// constants, in a graph whose values are named by ids. (Not ms::OpBuilder, which defines
+/// and registers a user's op.)
+class ExpansionBuilder {
  public:
-  virtual ~OpBuilder() = default;
+  virtual ~ExpansionBuilder() = default;
   /// Dtype and shape of value v.
   virtual TensorMeta meta(std::int32_t v) const = 0;
   /// Appends a node of `op` reading `in`; returns its output values.
@@ -300,7 +301,7 @@ class OpBuilder {
 };
 /// Builds an op from other registered ops: given its input values and attributes, returns
 /// values equal to its outputs.
-using ExpandFn = std::vector<std::int32_t> (*)(OpBuilder& b, std::span<const std::int32_t> in, const Attrs& attrs);
+using ExpandFn = std::vector<std::int32_t> (*)(ExpansionBuilder& b, std::span<const std::int32_t> in, const Attrs& attrs);
 
 /// One operator, defined once.
 struct OpDef {

@@ -1,7 +1,7 @@
 #pragma once
 // Elementwise unary operators, each one functor (a generic formula over scalars
 // and xsimd batches) plus one registration line. The functor serves the eager
-// kernel, fusion and the op list alike. Gradients are attached in ops/grad.hpp.
+// kernel, fusion and the op list alike. Gradients are attached in autograd/rules.hpp.
 
 #include <limits>
 #include <optional>

@@ -37,6 +37,7 @@
 #include "../core/npy.hpp"
 #include "../backend/backend.hpp"
 #include "../ops/dispatch.hpp"
+#include "scope.hpp"
 
 namespace ms {
 
@@ -497,15 +498,6 @@ class DataDump : public ops::OpObserver {
 };
 
 /// Runs a DataDump for the lifetime of the scope.
-class DumpScope {
- public:
-  explicit DumpScope(DataDump& d) : d_(d) { d_.start(); }
-  ~DumpScope() { d_.stop(); }
-  DumpScope(const DumpScope&) = delete;
-  DumpScope& operator=(const DumpScope&) = delete;
-
- private:
-  DataDump& d_;
-};
+using DumpScope = ToolScope<DataDump>;
 
 }  // namespace ms

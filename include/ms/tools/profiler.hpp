@@ -31,6 +31,7 @@
 #include "../core/atomic_file.hpp"
 #include "../ops/dispatch.hpp"
 #include "../ops/dnnl.hpp"
+#include "scope.hpp"
 
 namespace ms {
 
@@ -316,15 +317,6 @@ class Profiler : public ops::OpObserver {
 };
 
 /// Runs a Profiler for the lifetime of the scope.
-class ProfilerScope {
- public:
-  explicit ProfilerScope(Profiler& p) : p_(p) { p_.start(); }
-  ~ProfilerScope() { p_.stop(); }
-  ProfilerScope(const ProfilerScope&) = delete;
-  ProfilerScope& operator=(const ProfilerScope&) = delete;
-
- private:
-  Profiler& p_;
-};
+using ProfilerScope = ToolScope<Profiler>;
 
 }  // namespace ms

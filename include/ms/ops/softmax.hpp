@@ -1,5 +1,5 @@
 #pragma once
-// Normalizations over one axis: softmax and log_softmax (numerically stable: the
+// Softmax and log_softmax over one axis (numerically stable: the
 // maximum is subtracted before exp). Belongs here: their op definitions and CPU
 // kernels (xsimd exp along contiguous rows, column tiles for any other axis).
 // Layer-level normalizations (batch/layer norm) belong with nn.
@@ -182,7 +182,7 @@ OpDef make_softmax_op() {
   OpDef d;
   d.name = Log ? "log_softmax" : "softmax";
   d.doc = Log ? "log of softmax along an axis (x - max - log sum exp)" : "exp(x - max) normalized to sum 1 along an axis";
-  d.category = Category::normalization;
+  d.category = Category::softmax;
   d.num_inputs = 1;
   d.attr_names = {"axis"};
   d.infer = &infer_softmax;
