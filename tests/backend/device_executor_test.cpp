@@ -471,8 +471,6 @@ TEST_CASE("device graph: data dump copies device tensors back, results unchanged
   require_close(ms::load_npy(files["sin.sin_0.output.0"]), Tensor<float>(g(x)));
 }
 
-}  // namespace device_executor_test
-
 #endif  // MS_ASCEND_EMULATOR_PATH
 
 TEST_CASE("device graph: on one stream the intermediates share one planned device arena", "[ascend]") {
@@ -547,3 +545,5 @@ TEST_CASE("device graph: batch_norm's running statistics are updated by every re
   require_close(rm_d, rm_e, 1e-5);
   require_close(rv_d, rv_e, 1e-5);
 }
+
+}  // namespace device_executor_test
