@@ -181,10 +181,10 @@ struct TempDir {
   std::filesystem::path operator/(const std::string& name) const { return path / name; }
 };
 
-/// tests/data/<sub>: from $MS_TEST_DATA_DIR (set by ctest), else next to this header.
+/// tests/fixtures/<sub>: from $MS_TEST_DATA_DIR (set by ctest), else next to this header.
 inline std::filesystem::path data_dir(const std::string& sub) {
   if (const char* d = std::getenv("MS_TEST_DATA_DIR")) return std::filesystem::path(d) / sub;
-  return std::filesystem::path(__FILE__).parent_path() / "data" / sub;
+  return std::filesystem::path(__FILE__).parent_path() / "fixtures" / sub;
 }
 
 /// The whole file as bytes.

@@ -1,5 +1,5 @@
 // Tests of .npy I/O (core/npy.hpp): round trips for every dtype and shape kind, files
-// written by NumPy (tests/data/npy, made with NumPy 1.24) read back and rewritten byte for
+// written by NumPy (tests/fixtures/npy, made with NumPy 1.24) read back and rewritten byte for
 // byte, crafted Fortran-order / big-endian / v2.0 / v3.0 files, a table of malformed files
 // with exact messages, a truncation/corruption sweep, atomic saving, and — when a python3
 // with NumPy is available — a live cross-check in both directions.

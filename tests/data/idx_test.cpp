@@ -1,6 +1,6 @@
 // IDX files and Fashion-MNIST (data/idx.hpp), and the DataLoader (data/loader.hpp).
 // IDX files are crafted by the tests (plain, and gzip-compressed with zlib); two tiny
-// committed fixtures (tests/data/idx, written by Python's gzip/struct: 4 images of 3x2
+// committed fixtures (tests/fixtures/idx, written by Python's gzip/struct: 4 images of 3x2
 // with pixel (n, r, c) = 10n + 3r + c except the last, 255, and labels 3 1 4 1) check
 // reading files this code did not write. Every malformed file must throw ms::IOError with
 // a message naming the path and the problem. A test tagged [data] loads the real
