@@ -110,6 +110,106 @@ inline std::string node_name(const pb::NodeProto& n, int index) {
   return fmt::format("{}_{}", n.op_type(), index);
 }
 
+/// The shape of graph input `vi`: given (LoadOptions::input_shapes, checked against the
+/// declared one) or declared, with symbolic dimensions from LoadOptions::dims.
+inline std::vector<std::int64_t> input_dims(const pb::ValueInfoProto& vi, const LoadOptions& opt, const std::string& file) {
+  const std::string& name = vi.name();
+  const auto& tt = vi.type().tensor_type();
+  std::vector<std::int64_t> dims;
+  auto given = opt.input_shapes.find(name);
+  if (given != opt.input_shapes.end()) {
+    dims = given->second.vec();
+    if (tt.has_shape()) {
+      if (tt.shape().dim_size() != static_cast<int>(dims.size()))
+        MS_THROW(ShapeError, "onnx: '{}': input '{}' has rank {}, the shape given is {}", file, name,
+                 tt.shape().dim_size(), shape_str(given->second));
+      for (int k = 0; k < tt.shape().dim_size(); ++k)
+        if (tt.shape().dim(k).has_dim_value() && tt.shape().dim(k).dim_value() != dims[static_cast<std::size_t>(k)])
+          MS_THROW(ShapeError, "onnx: '{}': input '{}' has dimension {} = {}, the shape given is {}", file, name, k,
+                   tt.shape().dim(k).dim_value(), shape_str(given->second));
+    }
+  } else if (tt.has_shape()) {
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) bad_model(file, fmt::format("input '{}' has a negative dimension", name));
+        dims.push_back(d.dim_value());
+      } else {
+        auto it = opt.dims.find(d.dim_param());
+        dims.push_back(it != opt.dims.end() ? it->second : opt.default_dim);
+      }
+    }
+  } else {
+    MS_THROW(ShapeError, "onnx: '{}': input '{}' declares no shape; give one with LoadOptions::input_shapes", file,
+             name);
+  }
+  std::int64_t count = 1;
+  for (auto d : dims) {
+    if (d < 0) MS_THROW(ShapeError, "onnx: '{}': input '{}' has a negative dimension {}", file, name, d);
+    if (d > 0 && count > opt.max_input_elements / d)
+      MS_THROW(ShapeError, "onnx: '{}': input '{}' of shape {} has more than {} elements (LoadOptions::max_input_elements)",
+               file, name, shape_str(Shape(dims)), opt.max_input_elements);
+    count *= d;
+  }
+  return dims;
+}
+
+/// Converts node `node` (index idx in the file) with its row of the table, traced or, when
+/// every input is a constant, evaluated at once; its results join `values`.
+inline void convert_node(const pb::NodeProto& node, int idx, const pb::ModelProto& m, bool has_default, int opset,
+                         const std::string& file, const std::map<std::string, ConvertFn, std::less<>>& table,
+                         std::map<std::string, Val>& values) {
+  const std::string name = node_name(node, idx);
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    throw UnsupportedError(name, node.op_type(), opset, fmt::format("domain '{}' is not supported", node.domain()));
+  if (!has_default && m.opset_import_size() > 0)
+    bad_model(file, fmt::format("node '{}' ({}) is in the default domain, which the model does not import", name,
+                                node.op_type()));
+  auto row = table.find(node.op_type());
+  if (row == table.end())
+    throw UnsupportedError(name, node.op_type(), opset, fmt::format("no ms conversion for op {}", node.op_type()));
+  std::vector<const Val*> ins;
+  bool all_const = true;
+  for (const auto& in : node.input()) {
+    if (in.empty()) { ins.push_back(nullptr); continue; }
+    const Val& v = values.at(in);
+    ins.push_back(&v);
+    all_const = all_const && v.is_const;
+  }
+  // Ops whose results depend on their inputs' shapes only: constants even on traced inputs.
+  const bool data_independent = node.op_type() == "Shape" || node.op_type() == "Size" || node.op_type() == "EyeLike";
+  NodeCtx ctx(node, opset, std::move(ins), name);
+  std::vector<AnyTensor> results;
+  try {
+    if (all_const) {
+      Untraced u;
+      results = row->second(ctx);
+    } else {
+      results = row->second(ctx);
+    }
+  } catch (const UnsupportedError&) {
+    throw;
+  } catch (const UnsupportedDType& e) {
+    ctx.fail(e.message());
+  } catch (const DTypeError& e) {  // ms has no silent promotion: a dtype an op lacks
+    ctx.fail(e.message());
+  } catch (const Error& e) {
+    MS_THROW(GraphError, "onnx: '{}': node '{}' ({}, opset {}): {}", file, name, node.op_type(), opset,
+             e.message());
+  } catch (const std::exception& e) {  // a malformed node that a row did not check for
+    MS_THROW(GraphError, "onnx: '{}': node '{}' ({}, opset {}): malformed node ({})", file, name, node.op_type(),
+             opset, e.what());
+  }
+  int k = 0;
+  for (const auto& o : node.output()) {
+    if (!o.empty()) {
+      if (k >= static_cast<int>(results.size()))
+        ctx.fail(fmt::format("output {} is not produced by the conversion", k));
+      values[o] = Val{results[static_cast<std::size_t>(k)], all_const || data_independent};
+    }
+    ++k;
+  }
+}
+
 }  // namespace detail
 
 inline Model load_model(const pb::ModelProto& m, const std::string& file, const std::filesystem::path& base_dir,
@@ -161,41 +261,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
       out.folded_inputs.push_back(name);
       continue;
     }
-    std::vector<std::int64_t> dims;
-    auto given = opt.input_shapes.find(name);
-    if (given != opt.input_shapes.end()) {
-      dims = given->second.vec();
-      if (tt.has_shape()) {
-        if (tt.shape().dim_size() != static_cast<int>(dims.size()))
-          MS_THROW(ShapeError, "onnx: '{}': input '{}' has rank {}, the shape given is {}", file, name,
-                   tt.shape().dim_size(), shape_str(given->second));
-        for (int k = 0; k < tt.shape().dim_size(); ++k)
-          if (tt.shape().dim(k).has_dim_value() && tt.shape().dim(k).dim_value() != dims[static_cast<std::size_t>(k)])
-            MS_THROW(ShapeError, "onnx: '{}': input '{}' has dimension {} = {}, the shape given is {}", file, name, k,
-                     tt.shape().dim(k).dim_value(), shape_str(given->second));
-      }
-    } else if (tt.has_shape()) {
-      for (const auto& d : tt.shape().dim()) {
-        if (d.has_dim_value()) {
-          if (d.dim_value() < 0) bad_model(file, fmt::format("input '{}' has a negative dimension", name));
-          dims.push_back(d.dim_value());
-        } else {
-          auto it = opt.dims.find(d.dim_param());
-          dims.push_back(it != opt.dims.end() ? it->second : opt.default_dim);
-        }
-      }
-    } else {
-      MS_THROW(ShapeError, "onnx: '{}': input '{}' declares no shape; give one with LoadOptions::input_shapes", file,
-               name);
-    }
-    std::int64_t count = 1;
-    for (auto d : dims) {
-      if (d < 0) MS_THROW(ShapeError, "onnx: '{}': input '{}' has a negative dimension {}", file, name, d);
-      if (d > 0 && count > opt.max_input_elements / d)
-        MS_THROW(ShapeError, "onnx: '{}': input '{}' of shape {} has more than {} elements (LoadOptions::max_input_elements)",
-                 file, name, shape_str(Shape(dims)), opt.max_input_elements);
-      count *= d;
-    }
+    const std::vector<std::int64_t> dims = detail::input_dims(vi, opt, file);
     AnyTensor placeholder;
     {
       Untraced u;  // the placeholder's own fill is not part of the model
@@ -210,59 +276,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
   for (const auto& [k, v] : values) defined0.insert(k);
   const std::vector<int> order = detail::topo_order(g, defined0, file);
   const auto& table = detail::conv::table();
-  for (int idx : order) {
-    const pb::NodeProto& node = g.node(idx);
-    const std::string name = detail::node_name(node, idx);
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
-      throw UnsupportedError(name, node.op_type(), out.opset, fmt::format("domain '{}' is not supported", node.domain()));
-    if (!has_default && m.opset_import_size() > 0)
-      bad_model(file, fmt::format("node '{}' ({}) is in the default domain, which the model does not import", name,
-                                  node.op_type()));
-    auto row = table.find(node.op_type());
-    if (row == table.end())
-      throw UnsupportedError(name, node.op_type(), out.opset, fmt::format("no ms conversion for op {}", node.op_type()));
-    std::vector<const Val*> ins;
-    bool all_const = true;
-    for (const auto& in : node.input()) {
-      if (in.empty()) { ins.push_back(nullptr); continue; }
-      const Val& v = values.at(in);
-      ins.push_back(&v);
-      all_const = all_const && v.is_const;
-    }
-    // Ops whose results depend on their inputs' shapes only: constants even on traced inputs.
-    const bool data_independent = node.op_type() == "Shape" || node.op_type() == "Size" || node.op_type() == "EyeLike";
-    NodeCtx ctx(node, out.opset, std::move(ins), name);
-    std::vector<AnyTensor> results;
-    try {
-      if (all_const) {
-        Untraced u;
-        results = row->second(ctx);
-      } else {
-        results = row->second(ctx);
-      }
-    } catch (const UnsupportedError&) {
-      throw;
-    } catch (const UnsupportedDType& e) {
-      ctx.fail(e.message());
-    } catch (const DTypeError& e) {  // ms has no silent promotion: a dtype an op lacks
-      ctx.fail(e.message());
-    } catch (const Error& e) {
-      MS_THROW(GraphError, "onnx: '{}': node '{}' ({}, opset {}): {}", file, name, node.op_type(), out.opset,
-               e.message());
-    } catch (const std::exception& e) {  // a malformed node that a row did not check for
-      MS_THROW(GraphError, "onnx: '{}': node '{}' ({}, opset {}): malformed node ({})", file, name, node.op_type(),
-               out.opset, e.what());
-    }
-    int k = 0;
-    for (const auto& o : node.output()) {
-      if (!o.empty()) {
-        if (k >= static_cast<int>(results.size()))
-          ctx.fail(fmt::format("output {} is not produced by the conversion", k));
-        values[o] = Val{results[static_cast<std::size_t>(k)], all_const || data_independent};
-      }
-      ++k;
-    }
-  }
+  for (int idx : order) detail::convert_node(g.node(idx), idx, m, has_default, out.opset, file, table, values);
 
   for (const auto& vi : g.output()) {
     auto it = values.find(vi.name());
