@@ -1,5 +1,5 @@
 #pragma once
-// The gradient table of the nn ops (ops/nn.hpp): one row per op, in the style of
+// The gradient table of the nn ops (ops/nn/): one row per op, in the style of
 // rules.hpp, each rule written with registered ops (the backward kernels that
 // convolution, pooling, normalization and the losses need are ops of their own),
 // so a captured backward pass is an ordinary graph. The convolution and pooling

@@ -4,7 +4,7 @@
 // ms::cpu_conv, MS_CPU_CONV), oneDNN's
 // engine, per-thread streams and thread count, its errors as ms errors, and the bounded
 // cache of convolution primitives. Not here: the kernels that call it (ops/linalg.hpp,
-// ops/nn.hpp), which keep their Eigen code as the fallback and for float64.
+// ops/nn/conv.hpp), which keep their Eigen code as the fallback and for float64.
 //
 // oneDNN (Debian libdnnl-dev; CMake MS_USE_DNNL, on by default, defines MS_HAVE_DNNL)
 // generates its kernels for the CPU it runs on, so a program built without -march still

@@ -1,0 +1,559 @@
+#pragma once
+// conv2d on NCHW tensors (float32 and float64): im2col over blocks of images, parallel over
+// the blocks, with its GEMMs on the ms::cpu_gemm() path, or oneDNN's convolution primitives
+// with ms::cpu_conv() (see ops/dnnl.hpp). Belongs here: its definition, inference, kernels
+// and cost, the im2col/col2im helpers, and the backward ops its gradient rule needs
+// (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../../core/parallel.hpp"
+#include "../../core/simd.hpp"
+#include "../dispatch.hpp"
+#include "../dnnl.hpp"
+#include "../linalg.hpp"
+#include "../views.hpp"
+#include "common.hpp"
+
+namespace ms::ops {
+
+/// 2-D convolution (cross-correlation, like PyTorch) of x (N, C, H, W) with weight
+/// (O, C / groups, kH, kW) and an optional bias (O,); result (N, O, Ho, Wo) with
+/// Ho = (H + 2 * padding.h - dilation.h * (kH - 1) - 1) / stride.h + 1.
+inline AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b = AnyTensor(), Int2 stride = 1,
+                        Int2 padding = 0, Int2 dilation = 1, std::int64_t groups = 1);
+
+}  // namespace ms::ops
+
+namespace ms {
+/// 2-D convolution (see ops::conv2d); pass an empty tensor for no bias.
+template <Element T>
+Tensor<T> conv2d(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b = Tensor<T>(), Int2 stride = 1,
+                 Int2 padding = 0, Int2 dilation = 1, std::int64_t groups = 1) {
+  return ops::conv2d(x, w, b, stride, padding, dilation, groups);
+}
+}  // namespace ms
+
+// =============================================================================================
+// Implementation
+// =============================================================================================
+
+namespace ms::ops {
+namespace detail {
+
+/// Range of output positions o in [0, n_out) whose input position o * s + off lies in [0, n_in).
+inline void valid_range(std::int64_t off, std::int64_t s, std::int64_t n_in, std::int64_t n_out, std::int64_t& lo,
+                        std::int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = n_in - off <= 0 ? 0 : (n_in - off - 1) / s + 1;
+  lo = std::min(lo, n_out);
+  hi = std::clamp(hi, lo, n_out);
+}
+
+/// Splits [0, n) into `chunks` nearly equal ranges; range c is [chunk_begin(c), chunk_begin(c + 1)).
+inline std::int64_t chunk_begin(std::int64_t n, std::int64_t chunks, std::int64_t c) { return n * c / chunks; }
+
+// ---- conv2d -------------------------------------------------------------------------------------
+
+/// The geometry of one convolution (shared by the forward and both backward ops).
+struct ConvGeom {
+  std::int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, G, Ho, Wo;
+  std::int64_t Cg() const { return C / G; }
+  std::int64_t Og() const { return O / G; }
+  std::int64_t K() const { return Cg() * kh * kw; }  ///< rows of the im2col matrix
+  std::int64_t P() const { return Ho * Wo; }         ///< columns of the im2col matrix
+};
+
+/// Validates shapes and attributes of a convolution of an input of shape xs with a weight of shape ws.
+inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, const Attrs& a) {
+  MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
+  MS_CHECK(ws.rank() == 4, ShapeError, "{}: weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape {}",
+           op.name, shape_str(ws));
+  Int2 s = pair_attr(op, a, "stride", 1), p = pair_attr(op, a, "padding", 0), d = pair_attr(op, a, "dilation", 1);
+  std::int64_t G = a.i("groups", 1);
+  MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
+  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
+  MS_CHECK(p.h >= 0 && p.w >= 0, ValueError, "{}: padding must be non-negative, got ({}, {})", op.name, p.h, p.w);
+  MS_CHECK(G >= 1, ValueError, "{}: groups must be positive, got {}", op.name, G);
+  ConvGeom q{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], s.h, s.w, p.h, p.w, d.h, d.w, G, 0, 0};
+  MS_CHECK(q.C % G == 0 && q.O % G == 0, ValueError,
+           "{}: groups {} must divide both in_channels {} of input {} and out_channels {} of weight {}", op.name, G, q.C,
+           shape_str(xs), q.O, shape_str(ws));
+  MS_CHECK(ws[1] == q.C / G, ShapeError,
+           "{}: weight {} expects {} input channels per group, but input {} has {} channels in {} group(s)", op.name,
+           shape_str(ws), ws[1], shape_str(xs), q.C, G);
+  const std::int64_t ekh = q.dh * (q.kh - 1) + 1, ekw = q.dw * (q.kw - 1) + 1;
+  MS_CHECK(q.kh >= 1 && q.kw >= 1 && ekh <= q.H + 2 * q.ph && ekw <= q.W + 2 * q.pw, ShapeError,
+           "{}: kernel ({}, {}) with dilation ({}, {}) does not fit the padded input ({}, {}) of input {}", op.name,
+           q.kh, q.kw, q.dh, q.dw, q.H + 2 * q.ph, q.W + 2 * q.pw, shape_str(xs));
+  q.Ho = (q.H + 2 * q.ph - ekh) / q.sh + 1;
+  q.Wo = (q.W + 2 * q.pw - ekw) / q.sw + 1;
+  return q;
+}
+
+inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t groups) {
+  return Attrs{{"stride", stride.list()}, {"padding", padding.list()}, {"dilation", dilation.list()}, {"groups", groups}};
+}
+
+/// dst[0, n) = src[0, n) in SIMD batches. With `spill` the last batch is whole: it also
+/// reads and writes up to one batch past n (the caller's next run overwrites what it
+/// wrote there). Inline, where a call to memmove per run of a few dozen elements
+/// cost more than the copy (im2col of a 5 x 5 kernel is 25 such runs per output row).
+template <class T>
+inline void copy_run(const T* src, T* dst, std::int64_t n, bool spill) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  if (spill) {
+    for (; i < n; i += L) B::load_unaligned(src + i).store_unaligned(dst + i);
+    return;
+  }
+  for (; i + L <= n; i += L) B::load_unaligned(src + i).store_unaligned(dst + i);
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+/// dst[0, n) += src[0, n) in SIMD batches.
+template <class T>
+inline void add_run(const T* src, T* dst, std::int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) (B::load_unaligned(dst + i) + B::load_unaligned(src + i)).store_unaligned(dst + i);
+  for (; i < n; ++i) dst[i] += src[i];
+}
+
+/// im2col of a stride-1, dilation-1 convolution over planes of hs x ws with no padding
+/// left (the caller pads): each output row of a kernel offset is one run of Wo elements.
+/// When a run is at least a batch long, every run but the last of a kernel offset spills
+/// into the next run's place, which is written next; the spilled reads (under a batch)
+/// end inside the following input row of the same plane.
+template <class T>
+void im2col_unit(const T* xg, const ConvGeom& q, std::int64_t hs, std::int64_t ws, T* col, std::int64_t ld) {
+  const std::int64_t Ho = q.Ho, Wo = q.Wo;
+  const bool spill = Wo >= static_cast<std::int64_t>(xsimd::batch<T>::size);
+  for (std::int64_t c = 0; c < q.Cg(); ++c)
+    for (std::int64_t ki = 0; ki < q.kh; ++ki)
+      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
+        T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
+        const T* src = xg + (c * hs + ki) * ws + kj;
+        for (std::int64_t oh = 0; oh < Ho; ++oh) copy_run(src + oh * ws, row + oh * Wo, Wo, spill && oh + 1 < Ho);
+      }
+}
+
+/// col (K, P) = the receptive fields of one image's channel group xg (Cg, H, W); rows of
+/// col are `ld` elements apart (ld = P for one image, B * P for a block of B images).
+template <class T>
+void im2col(const T* xg, const ConvGeom& q, T* col, std::int64_t ld) {
+  const std::int64_t P = q.P();
+  if (P == 0) return;
+  if (q.sh == 1 && q.sw == 1 && q.dh == 1 && q.dw == 1) {  // the common case: runs of whole rows
+    if (q.ph == 0 && q.pw == 0) return im2col_unit(xg, q, q.H, q.W, col, ld);
+    // Padded: copy the planes into a zero-bordered scratch once, then read it as unpadded.
+    const std::int64_t hs = q.H + 2 * q.ph, ws = q.W + 2 * q.pw;
+    thread_local std::vector<T> pad;
+    pad.assign(static_cast<std::size_t>(q.Cg() * hs * ws), T(0));
+    for (std::int64_t c = 0; c < q.Cg(); ++c)
+      for (std::int64_t h = 0; h < q.H; ++h) {
+        copy_run(xg + (c * q.H + h) * q.W, pad.data() + (c * hs + h + q.ph) * ws + q.pw, q.W, false);
+      }
+    return im2col_unit(pad.data(), q, hs, ws, col, ld);
+  }
+  for (std::int64_t c = 0; c < q.Cg(); ++c) {
+    const T* xc = xg + c * q.H * q.W;
+    for (std::int64_t ki = 0; ki < q.kh; ++ki) {
+      std::int64_t oh_lo, oh_hi;
+      valid_range(ki * q.dh - q.ph, q.sh, q.H, q.Ho, oh_lo, oh_hi);
+      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
+        T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
+        std::int64_t ow_lo, ow_hi;
+        const std::int64_t woff = kj * q.dw - q.pw;
+        valid_range(woff, q.sw, q.W, q.Wo, ow_lo, ow_hi);
+        std::fill(row, row + oh_lo * q.Wo, T(0));
+        for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          T* r = row + oh * q.Wo;
+          const T* xr = xc + (oh * q.sh + ki * q.dh - q.ph) * q.W;  // input row; column ow reads xr[ow * sw + woff]
+          std::fill(r, r + ow_lo, T(0));
+          if (q.sw == 1 && ow_hi > ow_lo) std::copy(xr + (ow_lo + woff), xr + (ow_hi + woff), r + ow_lo);
+          else if (q.sw != 1)
+            for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) r[ow] = xr[ow * q.sw + woff];
+          std::fill(r + ow_hi, r + q.Wo, T(0));
+        }
+        std::fill(row + oh_hi * q.Wo, row + P, T(0));
+      }
+    }
+  }
+}
+
+/// xg (Cg, H, W) += the receptive fields in col (K, P), rows `ld` apart (the adjoint of im2col).
+template <class T>
+void col2im_add(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
+  for (std::int64_t c = 0; c < q.Cg(); ++c) {
+    T* xc = xg + c * q.H * q.W;
+    for (std::int64_t ki = 0; ki < q.kh; ++ki) {
+      std::int64_t oh_lo, oh_hi;
+      valid_range(ki * q.dh - q.ph, q.sh, q.H, q.Ho, oh_lo, oh_hi);
+      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
+        const T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
+        std::int64_t ow_lo, ow_hi;
+        const std::int64_t woff = kj * q.dw - q.pw;
+        valid_range(woff, q.sw, q.W, q.Wo, ow_lo, ow_hi);
+        for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          const T* r = row + oh * q.Wo;
+          T* xr = xc + (oh * q.sh + ki * q.dh - q.ph) * q.W;
+          if (q.sw == 1) add_run(r + ow_lo, xr + ow_lo + woff, ow_hi - ow_lo);
+          else
+            for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) xr[ow * q.sw + woff] += r[ow];
+        }
+      }
+    }
+  }
+}
+
+
+/// Images per GEMM in the convolution kernels. One image of a small layer is a thin GEMM
+/// (LeNet's first layer: 6 x 25 times 25 x 784) that Eigen runs far below its peak; the
+/// receptive fields of a block of images side by side give about 4096 columns instead,
+/// as long as the block's im2col matrix (K x columns) stays within half of a 1 MiB L2
+/// in float (131072 elements): LeNet's second layer (K = 150) at 4096 columns wrote and
+/// reread 2.4 MB through the last-level cache. Fixed by the geometry alone, so the
+/// results do not depend on the thread count.
+inline std::int64_t conv_block_images(const ConvGeom& q) {
+  const std::int64_t P = std::max<std::int64_t>(1, q.P()), K = std::max<std::int64_t>(1, q.K());
+  const std::int64_t by_width = 4096 / P, by_cache = 131072 / (K * P);
+  return std::clamp<std::int64_t>(std::min(by_width, by_cache), 1, std::max<std::int64_t>(1, q.N));
+}
+
+/// Runs body(n0, nb, col, buf) for the image blocks [n0, n0 + nb) of the batch, in parallel
+/// over blocks; col holds K x (nb P) and buf Og x (nb P) elements of per-thread scratch.
+template <class T, class Body>
+void for_each_conv_block(const ConvGeom& q, Body&& body) {
+  const std::int64_t B = conv_block_images(q), blocks = (q.N + B - 1) / B;
+  const std::int64_t cols = B * q.P();
+  sync_eigen_threads();  // linalg.hpp: Eigen runs serially inside a parallel region
+  parallel_for(blocks, 1, [&](std::int64_t bb, std::int64_t be) {
+    // Scratch that every use writes in full before reading: not zeroed (for a 16 x 150
+    // kernel that memset was 2.4 MB per call).
+    auto col = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(q.K() * cols));
+    auto buf = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(q.Og() * cols));
+    for (std::int64_t b = bb; b < be; ++b) {
+      const std::int64_t n0 = b * B;
+      body(n0, std::min(B, q.N - n0), col.get(), buf.get());
+    }
+  }, 1);
+}
+
+/// buf (Og, nb P) <- g[n0 .. n0 + nb) of group g0 (each image's (Og, P) block side by side).
+template <class T>
+void gather_conv_grad(const T* gp, const ConvGeom& q, std::int64_t n0, std::int64_t nb, std::int64_t g0, T* buf) {
+  const std::int64_t P = q.P(), Og = q.Og(), ld = nb * P;
+  for (std::int64_t i = 0; i < nb; ++i)
+    for (std::int64_t o = 0; o < Og; ++o) {
+      const T* src = gp + ((n0 + i) * q.O + g0 * Og + o) * P;
+      std::copy(src, src + P, buf + o * ld + i * P);
+    }
+}
+
+#if defined(MS_HAVE_DNNL)
+/// The three passes of a convolution that oneDNN runs.
+enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
+
+/// Whether a float convolution goes to oneDNN's convolution primitives (ms::cpu_conv() is
+/// CpuConv::dnnl and no dimension is empty); otherwise ms's im2col kernels run it.
+inline bool conv_on_dnnl(const ConvGeom& q) {
+  return cpu_conv() == CpuConv::dnnl && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0;
+}
+
+/// One pass of a float convolution on oneDNN, on ms's own contiguous NCHW / OIHW buffers
+/// (no reorders): forward y = conv(a = x, b = w) + bias; grad_input out = the input gradient
+/// of a = g with b = w; grad_weight out = the weight gradient of a = g with b = x. The
+/// primitive comes from the cache (made on first use of the geometry).
+inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const float* a, const float* b,
+                      const float* bias, float* out) {
+  const auto shapes = [&] {
+    return fmt::format("input ({}, {}, {}, {}), weight ({}, {}, {}, {}), output ({}, {}, {}, {})", q.N, q.C, q.H, q.W,
+                       q.O, q.Cg(), q.kh, q.kw, q.N, q.O, q.Ho, q.Wo);
+  };
+  const bool has_bias = pass == ConvPass::forward && bias != nullptr;
+  const DnnlKey key{static_cast<std::int64_t>(pass), q.N, q.C, q.H, q.W, q.O, q.kh, q.kw, q.sh, q.sw,
+                    q.ph, q.pw, q.dh, q.dw, q.G, has_bias ? 1 : 0};
+  const dnnl_memory_desc_t src = dnnl_plain_md({q.N, q.C, q.H, q.W}, dnnl_nchw, op.name, "");
+  const dnnl_memory_desc_t dst = dnnl_plain_md({q.N, q.O, q.Ho, q.Wo}, dnnl_nchw, op.name, "");
+  const dnnl_memory_desc_t wei = q.G > 1 ? dnnl_plain_md({q.G, q.Og(), q.Cg(), q.kh, q.kw}, dnnl_goihw, op.name, "")
+                                         : dnnl_plain_md({q.O, q.C, q.kh, q.kw}, dnnl_oihw, op.name, "");
+  const dnnl_memory_desc_t bmd = dnnl_plain_md({q.O}, dnnl_a, op.name, "");
+  const dnnl_dims_t strides{q.sh, q.sw}, dilates{q.dh - 1, q.dw - 1}, pad{q.ph, q.pw};
+  auto prim = DnnlCache::instance().get(key, [&] {
+    const std::string sh = shapes();
+    dnnl_convolution_desc_t fwd;
+    dnnl_check(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &src, &wei,
+                                                          has_bias ? &bmd : nullptr, &dst, strides, dilates, pad, pad),
+               op.name, "convolution descriptor", sh);
+    if (pass == ConvPass::forward) return make_dnnl_primitive(&fwd, nullptr, op.name, sh);
+    // The backward passes need the forward primitive descriptor as a hint.
+    dnnl_primitive_desc_t hint = nullptr;
+    dnnl_check(dnnl_primitive_desc_create(&hint, &fwd, nullptr, dnnl_engine(), nullptr), op.name,
+               "forward hint descriptor", sh);
+    dnnl_convolution_desc_t bwd;
+    dnnl_status_t st =
+        pass == ConvPass::grad_input
+            ? dnnl_dilated_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &src, &wei, &dst, strides,
+                                                               dilates, pad, pad)
+            : dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src, &wei, nullptr, &dst,
+                                                                  strides, dilates, pad, pad);
+    if (st != dnnl_success) dnnl_primitive_desc_destroy(hint);
+    dnnl_check(st, op.name, "backward convolution descriptor", sh);
+    try {
+      auto p = make_dnnl_primitive(&bwd, hint, op.name, sh);
+      dnnl_primitive_desc_destroy(hint);
+      return p;
+    } catch (...) {
+      dnnl_primitive_desc_destroy(hint);
+      throw;
+    }
+  });
+  switch (pass) {
+    case ConvPass::forward:
+      if (has_bias)
+        dnnl_execute<4>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_BIAS, &bmd, bias},
+                                 {DNNL_ARG_DST, &dst, out}}}, op.name, shapes);
+      else
+        dnnl_execute<3>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DST, &dst, out}}},
+                        op.name, shapes);
+      break;
+    case ConvPass::grad_input:
+      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DIFF_SRC, &src, out}}},
+                      op.name, shapes);
+      break;
+    case ConvPass::grad_weight:
+      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_SRC, &src, b}, {DNNL_ARG_DIFF_WEIGHTS, &wei, out}}},
+                      op.name, shapes);
+      break;
+  }
+}
+#endif
+
+template <class T>
+void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
+  const AnyTensor x = contiguous_raw(k.in[0]), w = contiguous_raw(k.in[1]);
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  T* yp = static_cast<T*>(k.out[0].raw_data());
+  const T* bp = k.in.size() > 2 ? static_cast<const T*>(k.in[2].raw_data()) : nullptr;
+  const std::int64_t bs = bp ? k.in[2].strides()[0] : 0;
+  const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
+  if (k.out[0].numel() == 0) return;
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q)) {
+      const AnyTensor b = bp ? contiguous_raw(k.in[2]) : AnyTensor();
+      conv_dnnl(ConvPass::forward, k.op, q, xp, wp, bp ? static_cast<const float*>(b.raw_data()) : nullptr, yp);
+      return;
+    }
+  }
+#endif
+  for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
+    const std::int64_t ld = nb * P;
+    for (std::int64_t g = 0; g < q.G; ++g) {
+      for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g * Cg) * q.H * q.W, q, col + i * P, ld);
+      // buf (Og, ld) = w_g (Og, K) @ col (K, ld), on the selected GEMM path.
+      gemm(wp + g * Og * K, MatRef{Og, K, false, std::max<std::int64_t>(K, 1)}, col, MatRef{K, ld, false, ld}, buf, false);
+      for (std::int64_t i = 0; i < nb; ++i)
+        for (std::int64_t o = 0; o < Og; ++o) {
+          const T* src = buf + o * ld + i * P;
+          T* dst = yp + ((n0 + i) * q.O + g * Og + o) * P;
+          if (bp) {
+            const T bv = bp[(g * Og + o) * bs];
+            for (std::int64_t j = 0; j < P; ++j) dst[j] = src[j] + bv;
+          } else {
+            std::copy(src, src + P, dst);
+          }
+        }
+    }
+  });
+}
+
+/// gx (N, C, H, W) = the adjoint of the convolution applied to g (N, O, Ho, Wo): col2im(w^T g).
+template <class T>
+void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
+  const AnyTensor g = contiguous_raw(k.in[0]), w = contiguous_raw(k.in[1]);
+  const T* gp = static_cast<const T*>(g.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  T* xp = static_cast<T*>(k.out[0].raw_data());
+  const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
+  if (k.out[0].numel() == 0) return;
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q)) return conv_dnnl(ConvPass::grad_input, k.op, q, gp, wp, nullptr, xp);
+  }
+#endif
+  for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
+    const std::int64_t ld = nb * P;
+    std::fill(xp + n0 * q.C * q.H * q.W, xp + (n0 + nb) * q.C * q.H * q.W, T(0));
+    for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
+      gather_conv_grad(gp, q, n0, nb, g0, buf);
+      // col (K, ld) = w_g^T (K, Og; w_g read column-major) @ buf (Og, ld).
+      gemm(wp + g0 * Og * K, MatRef{K, Og, true, std::max<std::int64_t>(K, 1)}, buf, MatRef{Og, ld, false, ld}, col, false);
+      for (std::int64_t i = 0; i < nb; ++i) col2im_add(col + i * P, q, xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
+    }
+  });
+}
+
+/// Batches per partial sum of conv2d_grad_weight: fixed, so the summation order (and the
+/// rounding) does not depend on the thread count.
+inline constexpr std::int64_t kConvWeightChunks = 8;
+
+/// gw (O, Cg, kH, kW) = sum over the batch of g_n (Og, P) @ im2col(x_n)^T, per group; the
+/// images of a chunk are taken in blocks (one GEMM per block, as in the forward kernel).
+template <class T>
+void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
+  const AnyTensor g = contiguous_raw(k.in[0]), x = contiguous_raw(k.in[1]);
+  const T* gp = static_cast<const T*>(g.raw_data());
+  const T* xp = static_cast<const T*>(x.raw_data());
+  T* wp = static_cast<T*>(k.out[0].raw_data());
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q) && k.out[0].numel() > 0) return conv_dnnl(ConvPass::grad_weight, k.op, q, gp, xp, nullptr, wp);
+  }
+#endif
+  const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P(), wsize = q.O * K;
+  const std::int64_t chunks = std::max<std::int64_t>(1, std::min(q.N, kConvWeightChunks));
+  const std::int64_t B = conv_block_images(q);
+  std::vector<T> part(static_cast<std::size_t>(chunks * wsize), T(0));
+  sync_eigen_threads();
+  parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
+    const std::int64_t cols = std::min(B, (q.N + chunks - 1) / chunks) * P;
+    auto col = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(K * cols));
+    auto buf = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(Og * cols));
+    for (std::int64_t c = cb; c < ce; ++c) {
+      T* acc = part.data() + c * wsize;
+      const std::int64_t end = chunk_begin(q.N, chunks, c + 1);
+      for (std::int64_t n0 = chunk_begin(q.N, chunks, c); n0 < end; n0 += B) {
+        const std::int64_t nb = std::min(B, end - n0), ld = nb * P;
+        for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
+          for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.get() + i * P, ld);
+          gather_conv_grad(gp, q, n0, nb, g0, buf.get());
+          // acc_g (Og, K) += buf (Og, ld) @ col^T (ld, K; col read column-major).
+          gemm(buf.get(), MatRef{Og, ld, false, ld}, col.get(), MatRef{ld, K, true, ld}, acc + g0 * Og * K, true);
+        }
+      }
+    }
+  }, 1);
+  std::copy(part.begin(), part.begin() + wsize, wp);
+  for (std::int64_t c = 1; c < chunks; ++c)
+    for (std::int64_t i = 0; i < wsize; ++i) wp[i] += part[static_cast<std::size_t>(c * wsize + i)];
+}
+
+inline Cost conv_cost(const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&,
+                      const ConvGeom& q) {
+  return {2.0 * static_cast<double>(q.N * q.O * q.P() * q.K()), bytes_of(in) + bytes_of(out)};
+}
+
+}  // namespace detail
+
+// ---- registrations --------------------------------------------------------------------------------
+
+// conv2d(x, w[, b]; stride, padding, dilation, groups).
+MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
+  OpDef d;
+  d.name = "conv2d";
+  d.input_names = {"input", "weight", "bias"};
+  d.category = Category::nn;
+  d.num_inputs = -1;  // x, weight and an optional bias
+  d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM";
+  d.attr_names = {"stride", "padding", "dilation", "groups"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    MS_CHECK(in.size() == 2 || in.size() == 3, ValueError, "{}: expected 2 or 3 inputs (x, weight[, bias]), got {}",
+             op.name, in.size());
+    check_same_dtype(op, in[0], in[1]);
+    detail::ConvGeom q = detail::conv_geom(op, in[0].shape, in[1].shape, a);
+    if (in.size() == 3) {
+      check_same_dtype(op, in[0], in[2]);
+      MS_CHECK(in[2].shape == Shape{q.O}, ShapeError, "{}: bias shape {} does not match out_channels {} of weight {}",
+               op.name, shape_str(in[2].shape), q.O, shape_str(in[1].shape));
+    }
+    out.push_back({in[0].dtype, Shape{q.N, q.O, q.Ho, q.Wo}});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::ConvGeom q = detail::conv_geom(k.op, k.in[0].shape(), k.in[1].shape(), k.attrs);
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_run<T>(k, q); });
+  };
+  d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+    Cost c = detail::conv_cost(op, in, out, a, detail::conv_geom(op, in[0].shape, in[1].shape, a));
+    if (in.size() == 3) c.flops += static_cast<double>(numel(out[0].shape));
+    return c;
+  };
+  return d;
+}()));
+
+// conv2d_grad_input(g, w; stride, padding, dilation, groups, input_shape): the input gradient of conv2d.
+MS_REGISTRATION(const OpDef& conv2d_grad_input_op, registry().add([] {
+  OpDef d;
+  d.name = "conv2d_grad_input";
+  d.category = Category::nn;
+  d.num_inputs = 2;
+  d.doc = "gradient of conv2d w.r.t. its input: col2im(weight^T @ g) (a transposed convolution)";
+  d.attr_names = {"stride", "padding", "dilation", "groups", "input_shape"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    check_same_dtype(op, in[0], in[1]);
+    Shape xs = detail::shape_attr_n(op, a, "input_shape", 4);
+    detail::ConvGeom q = detail::conv_geom(op, xs, in[1].shape, a);
+    Shape want{q.N, q.O, q.Ho, q.Wo};
+    MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the conv2d output shape {}",
+             op.name, shape_str(in[0].shape), shape_str(want));
+    out.push_back({in[0].dtype, xs});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::ConvGeom q = detail::conv_geom(k.op, k.out[0].shape(), k.in[1].shape(), k.attrs);
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_grad_input_run<T>(k, q); });
+  };
+  d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+    return detail::conv_cost(op, in, out, a, detail::conv_geom(op, out[0].shape, in[1].shape, a));
+  };
+  return d;
+}()));
+
+// conv2d_grad_weight(g, x; stride, padding, dilation, groups, weight_shape): the weight gradient of conv2d.
+MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
+  OpDef d;
+  d.name = "conv2d_grad_weight";
+  d.category = Category::nn;
+  d.num_inputs = 2;
+  d.doc = "gradient of conv2d w.r.t. its weight: sum over the batch of g @ im2col(x)^T";
+  d.attr_names = {"stride", "padding", "dilation", "groups", "weight_shape"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    check_same_dtype(op, in[0], in[1]);
+    Shape ws = detail::shape_attr_n(op, a, "weight_shape", 4);
+    detail::ConvGeom q = detail::conv_geom(op, in[1].shape, ws, a);
+    Shape want{q.N, q.O, q.Ho, q.Wo};
+    MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the conv2d output shape {}",
+             op.name, shape_str(in[0].shape), shape_str(want));
+    out.push_back({in[0].dtype, ws});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::ConvGeom q = detail::conv_geom(k.op, k.in[1].shape(), k.out[0].shape(), k.attrs);
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_grad_weight_run<T>(k, q); });
+  };
+  d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+    return detail::conv_cost(op, in, out, a, detail::conv_geom(op, in[1].shape, out[0].shape, a));
+  };
+  return d;
+}()));
+
+// ---- untyped API ------------------------------------------------------------------------------------
+
+inline AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b, Int2 stride, Int2 padding,
+                        Int2 dilation, std::int64_t groups) {
+  Attrs a = detail::conv_attrs(stride, padding, dilation, groups);
+  return b.defined() ? call1(conv2d_op, {x, w, b}, a) : call1(conv2d_op, {x, w}, a);
+}
+
+}  // namespace ms::ops

@@ -1,0 +1,471 @@
+#pragma once
+// Normalization over a batch or a layer (float32 and float64): batch_norm (updates its
+// running statistics in place, inside the kernel, so a replayed graph updates them too) and
+// layer_norm. Belongs here: their definitions, inference, kernels and costs, and their
+// backward ops (batch_norm_grad, layer_norm_grad). The gradient table rows live in
+// autograd/nn_rules.hpp; the other normalizations (softmax, ...) in ops/normalization.hpp.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../../core/parallel.hpp"
+#include "../dispatch.hpp"
+#include "../factory.hpp"
+#include "../views.hpp"
+#include "common.hpp"
+
+namespace ms::ops {
+
+/// Batch normalization over axis 1 of x (N, C, ...). weight/bias (C,) may be undefined (1 and 0).
+/// training: normalizes with the batch statistics (biased variance) and, when running_mean and
+/// running_var are given, updates them IN PLACE: r = (1 - momentum) * r + momentum * batch stat
+/// (the variance unbiased). Eval: normalizes with the running statistics.
+inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
+                            const AnyTensor& running_mean, const AnyTensor& running_var, bool training,
+                            double momentum = 0.1, double eps = 1e-5);
+/// Layer normalization over the trailing dims `normalized_shape`; weight/bias of that shape, optional.
+inline AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight = AnyTensor(),
+                            const AnyTensor& bias = AnyTensor(), double eps = 1e-5);
+
+}  // namespace ms::ops
+
+namespace ms {
+/// Batch normalization (see ops::batch_norm); training updates running_mean/running_var in place.
+template <Element T>
+Tensor<T> batch_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                     const Tensor<T>& running_mean, const Tensor<T>& running_var, bool training,
+                     double momentum = 0.1, double eps = 1e-5) {
+  return ops::batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+/// Layer normalization over the trailing `normalized_shape` dims.
+template <Element T>
+Tensor<T> layer_norm(const Tensor<T>& x, const ops::IntList& normalized_shape, const Tensor<T>& weight = Tensor<T>(),
+                     const Tensor<T>& bias = Tensor<T>(), double eps = 1e-5) {
+  return ops::layer_norm(x, normalized_shape, weight, bias, eps);
+}
+}  // namespace ms
+
+// =============================================================================================
+// Implementation
+// =============================================================================================
+
+namespace ms::ops {
+namespace detail {
+
+// ---- normalization ------------------------------------------------------------------------------
+
+inline void check_channel_vec(const OpDef& op, const TensorMeta& x, const TensorMeta& v, std::string_view what) {
+  check_same_dtype(op, x, v);
+  MS_CHECK(v.shape == Shape{x.shape[1]}, ShapeError, "{}: {} shape {} does not match the {} channels of input {}",
+           op.name, what, shape_str(v.shape), x.shape[1], shape_str(x.shape));
+}
+
+/// (N, C, S): batch, channels and the product of the spatial dims of a batch_norm input.
+inline void bn_dims(const Shape& s, std::int64_t& N, std::int64_t& C, std::int64_t& S) {
+  N = s[0], C = s[1], S = 1;
+  for (int i = 2; i < s.rank(); ++i) S *= s[i];
+}
+
+template <class T>
+void batch_norm_run(const KernelArgs& k) {
+  const AnyTensor x = contiguous_raw(k.in[0]);
+  const bool training = k.attrs.b("training");
+  const double momentum = k.attrs.f("momentum", 0.1), eps = k.attrs.f("eps", 1e-5);
+  std::int64_t N, C, S;
+  bn_dims(x.shape(), N, C, S);
+  const std::int64_t M = N * S;
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = static_cast<const T*>(k.in[1].raw_data());
+  const T* bp = static_cast<const T*>(k.in[2].raw_data());
+  const std::int64_t ws = k.in[1].strides()[0], bs = k.in[2].strides()[0];
+  const bool has_running = k.in.size() == 5;
+  T* rm = has_running ? static_cast<T*>(k.in[3].raw_data()) : nullptr;
+  T* rv = has_running ? static_cast<T*>(k.in[4].raw_data()) : nullptr;
+  const std::int64_t rms = has_running ? k.in[3].strides()[0] : 0, rvs = has_running ? k.in[4].strides()[0] : 0;
+  T* yp = static_cast<T*>(k.out[0].raw_data());
+  T* mean_out = static_cast<T*>(k.out[1].raw_data());
+  T* invstd_out = static_cast<T*>(k.out[2].raw_data());
+  parallel_for(C, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, M)),
+               [&](std::int64_t cb, std::int64_t ce) {
+    for (std::int64_t c = cb; c < ce; ++c) {
+      double mean, var;
+      if (training) {  // two passes in double: mean, then squared deviations
+        double s = 0;
+        for (std::int64_t n = 0; n < N; ++n) {
+          const T* p = xp + (n * C + c) * S;
+          for (std::int64_t i = 0; i < S; ++i) s += static_cast<double>(p[i]);
+        }
+        mean = M > 0 ? s / static_cast<double>(M) : 0.0;
+        double ss = 0;
+        for (std::int64_t n = 0; n < N; ++n) {
+          const T* p = xp + (n * C + c) * S;
+          for (std::int64_t i = 0; i < S; ++i) {
+            const double d = static_cast<double>(p[i]) - mean;
+            ss += d * d;
+          }
+        }
+        var = M > 0 ? ss / static_cast<double>(M) : 0.0;
+        if (has_running) {  // the documented side effect: running statistics updated in place
+          const double unbiased = M > 1 ? ss / static_cast<double>(M - 1) : 0.0;
+          rm[c * rms] = static_cast<T>((1.0 - momentum) * static_cast<double>(rm[c * rms]) + momentum * mean);
+          rv[c * rvs] = static_cast<T>((1.0 - momentum) * static_cast<double>(rv[c * rvs]) + momentum * unbiased);
+        }
+      } else {
+        mean = static_cast<double>(rm[c * rms]);
+        var = static_cast<double>(rv[c * rvs]);
+      }
+      const double invstd = 1.0 / std::sqrt(var + eps);
+      mean_out[c] = static_cast<T>(mean);
+      invstd_out[c] = static_cast<T>(invstd);
+      const T a = static_cast<T>(static_cast<double>(wp[c * ws]) * invstd);
+      const T b = static_cast<T>(static_cast<double>(bp[c * bs]) - mean * static_cast<double>(wp[c * ws]) * invstd);
+      for (std::int64_t n = 0; n < N; ++n) {
+        const T* p = xp + (n * C + c) * S;
+        T* y = yp + (n * C + c) * S;
+        for (std::int64_t i = 0; i < S; ++i) y[i] = p[i] * a + b;
+      }
+    }
+  }, 1);
+}
+
+template <class T>
+void batch_norm_grad_run(const KernelArgs& k) {
+  const AnyTensor g = contiguous_raw(k.in[0]), x = contiguous_raw(k.in[1]);
+  const bool training = k.attrs.b("training");
+  std::int64_t N, C, S;
+  bn_dims(x.shape(), N, C, S);
+  const std::int64_t M = N * S;
+  const T* gp = static_cast<const T*>(g.raw_data());
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = static_cast<const T*>(k.in[2].raw_data());
+  const T* mp = static_cast<const T*>(k.in[3].raw_data());
+  const T* ip = static_cast<const T*>(k.in[4].raw_data());
+  const std::int64_t ws = k.in[2].strides()[0], ms_ = k.in[3].strides()[0], is = k.in[4].strides()[0];
+  T* gx = static_cast<T*>(k.out[0].raw_data());
+  T* gw = static_cast<T*>(k.out[1].raw_data());
+  T* gb = static_cast<T*>(k.out[2].raw_data());
+  parallel_for(C, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, M)),
+               [&](std::int64_t cb, std::int64_t ce) {
+    for (std::int64_t c = cb; c < ce; ++c) {
+      const double mean = static_cast<double>(mp[c * ms_]), invstd = static_cast<double>(ip[c * is]);
+      const double w = static_cast<double>(wp[c * ws]);
+      double sg = 0, sgx = 0;  // sum g, sum g * xhat
+      for (std::int64_t n = 0; n < N; ++n) {
+        const T* gr = gp + (n * C + c) * S;
+        const T* xr = xp + (n * C + c) * S;
+        for (std::int64_t i = 0; i < S; ++i) {
+          sg += static_cast<double>(gr[i]);
+          sgx += static_cast<double>(gr[i]) * (static_cast<double>(xr[i]) - mean) * invstd;
+        }
+      }
+      gw[c] = static_cast<T>(sgx);
+      gb[c] = static_cast<T>(sg);
+      const double a = w * invstd;
+      const double mg = training && M > 0 ? sg / static_cast<double>(M) : 0.0;
+      const double mgx = training && M > 0 ? sgx / static_cast<double>(M) : 0.0;
+      for (std::int64_t n = 0; n < N; ++n) {
+        const T* gr = gp + (n * C + c) * S;
+        const T* xr = xp + (n * C + c) * S;
+        T* out = gx + (n * C + c) * S;
+        for (std::int64_t i = 0; i < S; ++i) {
+          const double xhat = (static_cast<double>(xr[i]) - mean) * invstd;
+          out[i] = static_cast<T>(a * (static_cast<double>(gr[i]) - mg - xhat * mgx));
+        }
+      }
+    }
+  }, 1);
+}
+
+/// (rows, D): D is the product of normalized_shape, validated against the input's trailing dims.
+inline std::int64_t ln_cols(const OpDef& op, const Shape& xs, const Attrs& a, Shape* outer = nullptr) {
+  const IntList& ns = a.ints("normalized_shape");
+  const int k = static_cast<int>(ns.size());
+  MS_CHECK(k >= 1 && k <= xs.rank(), ShapeError, "{}: normalized_shape {} does not fit input {}", op.name, nn_ints_str(ns),
+           shape_str(xs));
+  std::int64_t D = 1;
+  for (int i = 0; i < k; ++i) {
+    MS_CHECK(xs[xs.rank() - k + i] == ns[static_cast<std::size_t>(i)], ShapeError,
+             "{}: normalized_shape {} does not match the trailing dims of input {}", op.name, nn_ints_str(ns),
+             shape_str(xs));
+    D *= ns[static_cast<std::size_t>(i)];
+  }
+  if (outer) {
+    *outer = Shape{};
+    for (int i = 0; i < xs.rank() - k; ++i) outer->push_back(xs[i]);
+  }
+  return D;
+}
+
+template <class T>
+void layer_norm_run(const KernelArgs& k) {
+  const AnyTensor x = contiguous_raw(k.in[0]);
+  const double eps = k.attrs.f("eps", 1e-5);
+  const std::int64_t D = ln_cols(k.op, x.shape(), k.attrs), R = D == 0 ? 0 : x.numel() / D;
+  AnyTensor w = k.in.size() > 1 ? contiguous_raw(k.in[1]) : AnyTensor();
+  AnyTensor b = k.in.size() > 2 ? contiguous_raw(k.in[2]) : AnyTensor();
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
+  const T* bp = b.defined() ? static_cast<const T*>(b.raw_data()) : nullptr;
+  T* yp = static_cast<T*>(k.out[0].raw_data());
+  T* mo = static_cast<T*>(k.out[1].raw_data());
+  T* ro = static_cast<T*>(k.out[2].raw_data());
+  if (D == 0) {  // nothing to normalize: mean 0, rstd of eps
+    for (std::int64_t i = 0; i < k.out[1].numel(); ++i) mo[i] = T(0), ro[i] = static_cast<T>(1.0 / std::sqrt(eps));
+    return;
+  }
+  parallel_for(R, std::max<std::int64_t>(1, kParallelGrain / D), [&](std::int64_t rb, std::int64_t re) {
+    for (std::int64_t r = rb; r < re; ++r) {
+      const T* xr = xp + r * D;
+      double s = 0;
+      for (std::int64_t i = 0; i < D; ++i) s += static_cast<double>(xr[i]);
+      const double mean = s / static_cast<double>(D);
+      double ss = 0;
+      for (std::int64_t i = 0; i < D; ++i) {
+        const double d = static_cast<double>(xr[i]) - mean;
+        ss += d * d;
+      }
+      const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(D) + eps);
+      mo[r] = static_cast<T>(mean);
+      ro[r] = static_cast<T>(rstd);
+      T* y = yp + r * D;
+      for (std::int64_t i = 0; i < D; ++i) {
+        T v = static_cast<T>((static_cast<double>(xr[i]) - mean) * rstd);
+        if (wp) v *= wp[i];
+        if (bp) v += bp[i];
+        y[i] = v;
+      }
+    }
+  }, 1);
+}
+
+template <class T>
+void layer_norm_grad_run(const KernelArgs& k) {
+  const AnyTensor g = contiguous_raw(k.in[0]), x = contiguous_raw(k.in[1]);
+  const AnyTensor mean = contiguous_raw(k.in[2]), rstd = contiguous_raw(k.in[3]);
+  const AnyTensor w = k.in.size() > 4 ? contiguous_raw(k.in[4]) : AnyTensor();
+  const std::int64_t D = ln_cols(k.op, x.shape(), k.attrs), R = D == 0 ? 0 : x.numel() / D;
+  const T* gp = static_cast<const T*>(g.raw_data());
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* mp = static_cast<const T*>(mean.raw_data());
+  const T* rp = static_cast<const T*>(rstd.raw_data());
+  const T* wp = w.defined() ? static_cast<const T*>(w.raw_data()) : nullptr;
+  T* gx = static_cast<T*>(k.out[0].raw_data());
+  T* gw = static_cast<T*>(k.out[1].raw_data());
+  T* gb = static_cast<T*>(k.out[2].raw_data());
+  if (D == 0) return;
+  parallel_for(R, std::max<std::int64_t>(1, kParallelGrain / D), [&](std::int64_t rb, std::int64_t re) {
+    for (std::int64_t r = rb; r < re; ++r) {
+      const T* gr = gp + r * D;
+      const T* xr = xp + r * D;
+      const double m = static_cast<double>(mp[r]), rs = static_cast<double>(rp[r]);
+      double s1 = 0, s2 = 0;  // mean of dxhat and of dxhat * xhat
+      for (std::int64_t i = 0; i < D; ++i) {
+        const double dxh = static_cast<double>(gr[i]) * (wp ? static_cast<double>(wp[i]) : 1.0);
+        s1 += dxh;
+        s2 += dxh * (static_cast<double>(xr[i]) - m) * rs;
+      }
+      s1 /= static_cast<double>(D);
+      s2 /= static_cast<double>(D);
+      T* o = gx + r * D;
+      for (std::int64_t i = 0; i < D; ++i) {
+        const double dxh = static_cast<double>(gr[i]) * (wp ? static_cast<double>(wp[i]) : 1.0);
+        const double xh = (static_cast<double>(xr[i]) - m) * rs;
+        o[i] = static_cast<T>(rs * (dxh - s1 - xh * s2));
+      }
+    }
+  }, 1);
+  // weight and bias gradients: column sums over the rows (parallel over columns, no races)
+  parallel_for(D, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, R)),
+               [&](std::int64_t cb, std::int64_t ce) {
+    for (std::int64_t c = cb; c < ce; ++c) {
+      double sw = 0, sb = 0;
+      for (std::int64_t r = 0; r < R; ++r) {
+        const double gv = static_cast<double>(gp[r * D + c]);
+        sb += gv;
+        sw += gv * (static_cast<double>(xp[r * D + c]) - static_cast<double>(mp[r])) * static_cast<double>(rp[r]);
+      }
+      gw[c] = static_cast<T>(sw);
+      gb[c] = static_cast<T>(sb);
+    }
+  }, 1);
+}
+
+}  // namespace detail
+
+// ---- registrations --------------------------------------------------------------------------------
+
+// batch_norm(x, weight, bias[, running_mean, running_var]; training, momentum, eps)
+//   -> (y, mean, invstd). SIDE EFFECT: with training=true the kernel writes the updated running
+//   statistics into the running_mean / running_var input buffers (so a replayed graph updates them).
+MS_REGISTRATION(const OpDef& batch_norm_op, registry().add([] {
+  OpDef d;
+  d.name = "batch_norm";
+  d.category = Category::nn;
+  d.num_inputs = -1;  // x, weight, bias and optionally running_mean, running_var
+  d.doc = "batch normalization over axis 1 of x (N, C, ...); outputs y, mean, invstd. SIDE EFFECT: training=true "
+          "updates the running_mean/running_var INPUTS in place (momentum, unbiased variance), in eager mode and on "
+          "every graph replay";
+  d.attr_names = {"training", "momentum", "eps"};
+  d.cpu_dtypes = kFloatTypes;
+  d.writes_inputs = (1u << 3) | (1u << 4);  // running_mean, running_var
+  d.writes_when = [](const Attrs& a, std::size_t num_inputs) { return num_inputs == 5 && a.b("training"); };
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    MS_CHECK(in.size() == 3 || in.size() == 5, ValueError,
+             "{}: expected 3 or 5 inputs (x, weight, bias[, running_mean, running_var]), got {}", op.name, in.size());
+    const TensorMeta& x = in[0];
+    MS_CHECK(x.shape.rank() >= 2, ShapeError, "{}: input must have at least 2 dims (N, C, ...), got shape {}", op.name,
+             shape_str(x.shape));
+    detail::check_channel_vec(op, x, in[1], "weight");
+    detail::check_channel_vec(op, x, in[2], "bias");
+    if (in.size() == 5) {
+      detail::check_channel_vec(op, x, in[3], "running_mean");
+      detail::check_channel_vec(op, x, in[4], "running_var");
+    }
+    const bool training = a.b("training");
+    MS_CHECK(training || in.size() == 5, ValueError, "{}: eval mode (training=false) needs running_mean and running_var",
+             op.name);
+    MS_CHECK(!training || numel(x.shape) / std::max<std::int64_t>(1, x.shape[1]) > 1 || numel(x.shape) == 0, ValueError,
+             "{}: training needs more than 1 value per channel, got input shape {}", op.name, shape_str(x.shape));
+    MS_CHECK(a.f("eps", 1e-5) >= 0, ValueError, "{}: eps must be non-negative, got {}", op.name, a.f("eps", 1e-5));
+    out.push_back(x);
+    out.push_back({x.dtype, Shape{x.shape[1]}});
+    out.push_back({x.dtype, Shape{x.shape[1]}});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::batch_norm_run<T>(k); });
+  };
+  d.cost = &detail::per_input_cost<8>;
+  return d;
+}()));
+
+// batch_norm_grad(g, x, weight, mean, invstd; training) -> (grad x, grad weight, grad bias).
+MS_REGISTRATION(const OpDef& batch_norm_grad_op, registry().add([] {
+  OpDef d;
+  d.name = "batch_norm_grad";
+  d.category = Category::nn;
+  d.num_inputs = 5;
+  d.doc = "gradient of batch_norm w.r.t. x, weight and bias, from the saved mean and invstd";
+  d.attr_names = {"training"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
+    const TensorMeta& x = in[1];
+    MS_CHECK(x.shape.rank() >= 2, ShapeError, "{}: input must have at least 2 dims (N, C, ...), got shape {}", op.name,
+             shape_str(x.shape));
+    check_same_dtype(op, in[0], x);
+    MS_CHECK(in[0].shape == x.shape, ShapeError, "{}: gradient shape {} does not match input {}", op.name,
+             shape_str(in[0].shape), shape_str(x.shape));
+    detail::check_channel_vec(op, x, in[2], "weight");
+    detail::check_channel_vec(op, x, in[3], "mean");
+    detail::check_channel_vec(op, x, in[4], "invstd");
+    out.push_back(x);
+    out.push_back(in[2]);
+    out.push_back(in[2]);
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::batch_norm_grad_run<T>(k); });
+  };
+  d.cost = &detail::per_input_cost<8>;
+  return d;
+}()));
+
+// layer_norm(x[, weight[, bias]]; normalized_shape, eps) -> (y, mean, rstd).
+MS_REGISTRATION(const OpDef& layer_norm_op, registry().add([] {
+  OpDef d;
+  d.name = "layer_norm";
+  d.category = Category::nn;
+  d.num_inputs = -1;  // x and optionally weight, bias
+  d.doc = "layer normalization over the trailing normalized_shape dims; outputs y, mean, rstd";
+  d.attr_names = {"normalized_shape", "eps"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    MS_CHECK(in.size() >= 1 && in.size() <= 3, ValueError, "{}: expected 1 to 3 inputs (x[, weight[, bias]]), got {}",
+             op.name, in.size());
+    Shape outer;
+    detail::ln_cols(op, in[0].shape, a, &outer);
+    const Shape ns(a.ints("normalized_shape"));
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      check_same_dtype(op, in[0], in[i]);
+      MS_CHECK(in[i].shape == ns, ShapeError, "{}: {} shape {} does not match normalized_shape {}", op.name,
+               i == 1 ? "weight" : "bias", shape_str(in[i].shape), shape_str(ns));
+    }
+    MS_CHECK(a.f("eps", 1e-5) >= 0, ValueError, "{}: eps must be non-negative, got {}", op.name, a.f("eps", 1e-5));
+    out.push_back(in[0]);
+    out.push_back({in[0].dtype, outer});
+    out.push_back({in[0].dtype, outer});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::layer_norm_run<T>(k); });
+  };
+  d.cost = &detail::per_input_cost<8>;
+  return d;
+}()));
+
+// layer_norm_grad(g, x, mean, rstd[, weight]; normalized_shape) -> (grad x, grad weight, grad bias).
+MS_REGISTRATION(const OpDef& layer_norm_grad_op, registry().add([] {
+  OpDef d;
+  d.name = "layer_norm_grad";
+  d.category = Category::nn;
+  d.num_inputs = -1;  // g, x, mean, rstd and optionally weight
+  d.doc = "gradient of layer_norm w.r.t. x, weight and bias, from the saved mean and rstd";
+  d.attr_names = {"normalized_shape"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    MS_CHECK(in.size() == 4 || in.size() == 5, ValueError,
+             "{}: expected 4 or 5 inputs (g, x, mean, rstd[, weight]), got {}", op.name, in.size());
+    Shape outer;
+    detail::ln_cols(op, in[1].shape, a, &outer);
+    const Shape ns(a.ints("normalized_shape"));
+    for (std::size_t i = 0; i < in.size(); ++i) check_same_dtype(op, in[1], in[i]);
+    MS_CHECK(in[0].shape == in[1].shape, ShapeError, "{}: gradient shape {} does not match input {}", op.name,
+             shape_str(in[0].shape), shape_str(in[1].shape));
+    MS_CHECK(in[2].shape == outer && in[3].shape == outer, ShapeError,
+             "{}: mean {} and rstd {} must have the leading shape {} of input {}", op.name, shape_str(in[2].shape),
+             shape_str(in[3].shape), shape_str(outer), shape_str(in[1].shape));
+    MS_CHECK(in.size() < 5 || in[4].shape == ns, ShapeError, "{}: weight shape {} does not match normalized_shape {}",
+             op.name, in.size() < 5 ? "" : shape_str(in[4].shape), shape_str(ns));
+    out.push_back(in[1]);
+    out.push_back({in[1].dtype, ns});
+    out.push_back({in[1].dtype, ns});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::layer_norm_grad_run<T>(k); });
+  };
+  d.cost = &detail::per_input_cost<10>;
+  return d;
+}()));
+
+// ---- untyped API ------------------------------------------------------------------------------------
+
+inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
+                            const AnyTensor& running_mean, const AnyTensor& running_var, bool training, double momentum,
+                            double eps) {
+  MS_CHECK(x.defined() && x.dim() >= 2, ShapeError, "batch_norm: input must have at least 2 dims (N, C, ...), got shape {}",
+           x.defined() ? shape_str(x.shape()) : std::string("(undefined)"));
+  MS_CHECK(running_mean.defined() == running_var.defined(), ValueError,
+           "batch_norm: give both running_mean and running_var, or neither");
+  const Shape c{x.shape()[1]};
+  AnyTensor w = weight.defined() ? weight : ones(c, x.dtype());
+  AnyTensor b = bias.defined() ? bias : zeros(c, x.dtype());
+  Attrs a{{"training", training}, {"momentum", momentum}, {"eps", eps}};
+  std::vector<AnyTensor> in{x, w, b};
+  if (running_mean.defined()) {
+    in.push_back(running_mean);
+    in.push_back(running_var);
+  }
+  return call(batch_norm_op, in, a)[0];
+}
+inline AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight,
+                            const AnyTensor& bias, double eps) {
+  Attrs a{{"normalized_shape", normalized_shape}, {"eps", eps}};
+  std::vector<AnyTensor> in{x};
+  if (weight.defined() || bias.defined()) in.push_back(weight.defined() ? weight : ones(Shape(normalized_shape), x.dtype()));
+  if (bias.defined()) in.push_back(bias);
+  return call(layer_norm_op, in, a)[0];
+}
+
+}  // namespace ms::ops

@@ -1,0 +1,558 @@
+#pragma once
+// Pooling on NCHW tensors (float32 and float64): max_pool2d (values and argmax indices),
+// avg_pool2d and adaptive_avg_pool2d. Belongs here: their definitions, inference, kernels
+// and costs, and the backward ops their gradient rules need (max_pool2d_grad,
+// avg_pool2d_grad, adaptive_avg_pool2d_grad). The gradient table rows live in
+// autograd/nn_rules.hpp.
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "../../core/parallel.hpp"
+#include "../dispatch.hpp"
+#include "../views.hpp"
+#include "common.hpp"
+
+namespace ms::ops {
+
+/// Max pooling over kH x kW windows (stride defaults to the kernel size; padding counts as -inf
+/// and may be at most half the kernel). NaN in a window propagates.
+/// dilation spaces the window's taps; ceil_mode rounds the output size up (PyTorch's rules).
+inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                            Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false);
+/// max_pool2d and the int64 index (ih * W + iw within its plane) of each maximum.
+inline std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& x, Int2 kernel_size,
+                                                               std::optional<Int2> stride = std::nullopt,
+                                                               Int2 padding = 0, Int2 dilation = 1,
+                                                               bool ceil_mode = false);
+/// Average pooling; with count_include_pad the padded zeros count in the divisor (PyTorch's default);
+/// ceil_mode rounds the output size up; divisor_override replaces every window's divisor.
+/// (count_include_pad comes before ceil_mode here, unlike torch, so older calls keep their meaning.)
+inline AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                            Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                            std::optional<std::int64_t> divisor_override = std::nullopt);
+/// Average pooling to a fixed output size: output cell i covers input rows
+/// [floor(i * H / Ho), ceil((i + 1) * H / Ho)) (and likewise for columns).
+inline AnyTensor adaptive_avg_pool2d(const AnyTensor& x, Int2 output_size);
+
+}  // namespace ms::ops
+
+namespace ms {
+/// Max pooling (see ops::max_pool2d).
+template <Element T>
+Tensor<T> max_pool2d(const Tensor<T>& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                     Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false) {
+  return ops::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+/// Average pooling (see ops::avg_pool2d).
+template <Element T>
+Tensor<T> avg_pool2d(const Tensor<T>& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
+                     Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                     std::optional<std::int64_t> divisor_override = std::nullopt) {
+  return ops::avg_pool2d(x, kernel_size, stride, padding, count_include_pad, ceil_mode, divisor_override);
+}
+/// Adaptive average pooling to `output_size`.
+template <Element T>
+Tensor<T> adaptive_avg_pool2d(const Tensor<T>& x, Int2 output_size) { return ops::adaptive_avg_pool2d(x, output_size); }
+}  // namespace ms
+
+// =============================================================================================
+// Implementation
+// =============================================================================================
+
+namespace ms::ops {
+namespace detail {
+
+// ---- pooling --------------------------------------------------------------------------------------
+
+struct PoolGeom {
+  std::int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, Ho, Wo;
+  std::int64_t dh = 1, dw = 1;  ///< dilation (max pooling)
+  std::int64_t divisor = 0;     ///< avg pooling's divisor_override (0: none)
+  std::int64_t planes() const { return N * C; }
+  /// True when every window lies inside the plane with no dilation (the fast max-pool path).
+  bool dense() const {
+    return ph == 0 && pw == 0 && dh == 1 && dw == 1 && (Ho - 1) * sh + kh <= H && (Wo - 1) * sw + kw <= W;
+  }
+};
+
+/// Output extent of a pooling over n inputs (effective window k, stride s, padding p), PyTorch's
+/// rule: with ceil_mode the last window may hang over the end but must start inside the input
+/// or its left padding.
+inline std::int64_t pool_out_size(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t p, bool ceil_mode) {
+  const std::int64_t span = n + 2 * p - k;
+  std::int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (o - 1) * s >= n + p) --o;
+  return o;
+}
+
+/// Validates a pooling of an input of shape xs (kernel_size, stride = kernel_size, padding).
+inline PoolGeom pool_geom(const OpDef& op, const Shape& xs, const Attrs& a) {
+  MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
+  MS_CHECK(a.has("kernel_size"), ValueError, "{}: attribute 'kernel_size' is missing", op.name);
+  Int2 kz = pair_attr(op, a, "kernel_size", 1);
+  Int2 s = pair_attr(op, a, "stride", kz), p = pair_attr(op, a, "padding", 0), d = pair_attr(op, a, "dilation", 1);
+  const bool ceil_mode = a.b("ceil_mode", false);
+  const std::int64_t divisor = a.i("divisor_override", 0);
+  MS_CHECK(kz.h >= 1 && kz.w >= 1, ValueError, "{}: kernel_size must be positive, got ({}, {})", op.name, kz.h, kz.w);
+  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
+  MS_CHECK(!a.has("divisor_override") || divisor >= 1, ValueError, "{}: divisor_override must be positive, got {}",
+           op.name, divisor);
+  MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
+  MS_CHECK(p.h >= 0 && p.w >= 0 && 2 * p.h <= kz.h && 2 * p.w <= kz.w, ValueError,
+           "{}: padding ({}, {}) must be non-negative and at most half of kernel_size ({}, {})", op.name, p.h, p.w,
+           kz.h, kz.w);
+  PoolGeom q{xs[0], xs[1], xs[2], xs[3], kz.h, kz.w, s.h, s.w, p.h, p.w, 0, 0};
+  q.dh = d.h, q.dw = d.w, q.divisor = divisor;
+  const std::int64_t eh = d.h * (kz.h - 1) + 1, ew = d.w * (kz.w - 1) + 1;  // the dilated window
+  MS_CHECK(q.H >= 1 && q.W >= 1, ShapeError, "{}: input {} has an empty plane", op.name, shape_str(xs));
+  MS_CHECK(eh <= q.H + 2 * p.h && ew <= q.W + 2 * p.w, ShapeError,
+           "{}: {} ({}, {}) is larger than the padded input ({}, {}) of input {}", op.name,
+           d.h == 1 && d.w == 1 ? "kernel_size" : "the dilated kernel", eh, ew, q.H + 2 * p.h, q.W + 2 * p.w,
+           shape_str(xs));
+  q.Ho = pool_out_size(q.H, eh, s.h, p.h, ceil_mode);
+  q.Wo = pool_out_size(q.W, ew, s.w, p.w, ceil_mode);
+  return q;
+}
+
+inline Attrs pool_attrs(Int2 kernel_size, std::optional<Int2> stride, Int2 padding) {
+  return Attrs{{"kernel_size", kernel_size.list()}, {"stride", stride.value_or(kernel_size).list()},
+               {"padding", padding.list()}};
+}
+/// pool_attrs plus the options that are set only when they differ from their defaults, so a
+/// graph or frozen model without them reads and prints as before.
+inline Attrs pool_attrs(Int2 kernel_size, std::optional<Int2> stride, Int2 padding, Int2 dilation, bool ceil_mode) {
+  Attrs a = pool_attrs(kernel_size, stride, padding);
+  if (dilation.h != 1 || dilation.w != 1) a.set("dilation", dilation.list());
+  if (ceil_mode) a.set("ceil_mode", true);
+  return a;
+}
+
+/// The backward ops of pooling: input 0 is the output gradient; attr input_shape the forward input's.
+inline Shape pool_grad_shape(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, PoolGeom& q) {
+  Shape xs = shape_attr_n(op, a, "input_shape", 4);
+  q = pool_geom(op, xs, a);
+  Shape want{q.N, q.C, q.Ho, q.Wo};
+  MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the pooled shape {} of input {}",
+           op.name, shape_str(in[0].shape), shape_str(want), shape_str(xs));
+  return xs;
+}
+
+#if defined(__AVX2__)
+/// One output row of a 2 x 2, stride-2 max pooling of float planes, eight outputs at a
+/// time: the even and odd columns of the two input rows r0, r1 (row r0 starts at index
+/// `base` of its plane, rows are W apart) are the window's four candidates, taken in
+/// row-major order with max_pool_run's scalar rule (the first maximum wins, the first NaN
+/// wins and stays). The last partial group loads and stores through lane masks.
+inline void max_pool_2x2_row_avx2(const float* r0, const float* r1, std::int64_t base, std::int64_t W,
+                                  std::int64_t Wo, float* y, std::int64_t* idx) {
+  auto even = [](__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  };
+  auto odd = [](__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+  };
+  const __m256i cols = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m256i off01 = _mm256_set1_epi32(1), off10 = _mm256_set1_epi32(static_cast<int>(W)),
+                off11 = _mm256_set1_epi32(static_cast<int>(W + 1));
+  // Eight outputs from 16 columns of each row, p0 and p1; their first column is index b.
+  // A partial group (n < 8 outputs) loads and stores through lane masks.
+  auto group = [&]<bool Partial>(const float* p0, const float* p1, std::int64_t b, float* yo, std::int64_t* io,
+                                 std::int64_t n) {
+    __m256 a0, a1, b0, b1;
+    __m256i m_lo, m_hi, m_out;
+    if constexpr (Partial) {
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      m_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane);
+      m_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane);
+      m_out = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+      a0 = _mm256_maskload_ps(p0, m_lo), a1 = _mm256_maskload_ps(p0 + 8, m_hi);
+      b0 = _mm256_maskload_ps(p1, m_lo), b1 = _mm256_maskload_ps(p1 + 8, m_hi);
+    } else {
+      a0 = _mm256_loadu_ps(p0), a1 = _mm256_loadu_ps(p0 + 8);
+      b0 = _mm256_loadu_ps(p1), b1 = _mm256_loadu_ps(p1 + 8);
+    }
+    __m256 best = even(a0, a1);
+    __m256i off = _mm256_setzero_si256();
+    auto step = [&](__m256 v, __m256i o) {
+      const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+      const __m256 nan_v = _mm256_cmp_ps(v, v, _CMP_UNORD_Q), nan_b = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
+      const __m256 take = _mm256_or_ps(gt, _mm256_andnot_ps(nan_b, nan_v));
+      best = _mm256_blendv_ps(best, v, take);
+      off = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(off), _mm256_castsi256_ps(o), take));
+    };
+    step(odd(a0, a1), off01);
+    step(even(b0, b1), off10);
+    step(odd(b0, b1), off11);
+    const __m256i i32 = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(b)), cols), off);
+    const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(i32));
+    const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(i32, 1));
+    if constexpr (Partial) {
+      _mm256_maskstore_ps(yo, m_out, best);
+      auto* i64 = reinterpret_cast<long long*>(io);
+      _mm256_maskstore_epi64(i64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(m_out)), lo);
+      _mm256_maskstore_epi64(i64 + 4, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m_out, 1)), hi);
+    } else {
+      _mm256_storeu_ps(yo, best);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(io), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + 4), hi);
+    }
+  };
+  std::int64_t ow = 0;
+  for (; ow + 8 <= Wo; ow += 8)
+    group.template operator()<false>(r0 + 2 * ow, r1 + 2 * ow, base + 2 * ow, y + ow, idx + ow, 8);
+  if (ow < Wo) group.template operator()<true>(r0 + 2 * ow, r1 + 2 * ow, base + 2 * ow, y + ow, idx + ow, Wo - ow);
+}
+#endif
+
+template <class T>
+void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
+  const AnyTensor x = contiguous_raw(k.in[0]);
+  const T* xp = static_cast<const T*>(x.raw_data());
+  T* yp = static_cast<T*>(k.out[0].raw_data());
+  std::int64_t* ip = static_cast<std::int64_t*>(k.out[1].raw_data());
+  const std::int64_t HW = q.H * q.W, P = q.Ho * q.Wo;
+  parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
+               [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t pl = b; pl < e; ++pl) {
+      const T* xpl = xp + pl * HW;
+      if (q.dense()) {
+        // Every window lies inside the plane: a row of windows at a time, visiting each
+        // window offset (i, j) for the whole row, so the output columns are independent
+        // (the per-window loop below measured 3x slower on a 64x6x28x28 input). Selects
+        // are written as masks: as ?: the compiler emits branches, which mispredict.
+        using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+        const std::int64_t W = q.W, Wo = q.Wo, sw = q.sw, kh = q.kh, kw = q.kw;
+        for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
+          T* yr = yp + pl * P + oh * Wo;
+          std::int64_t* ir = ip + pl * P + oh * Wo;
+          const std::int64_t h0 = oh * q.sh;
+#if defined(__AVX2__)
+          if constexpr (std::is_same_v<T, float>)
+            if (kh == 2 && kw == 2 && q.sh == 2 && sw == 2 && HW <= std::numeric_limits<std::int32_t>::max()) {
+              max_pool_2x2_row_avx2(xpl + h0 * W, xpl + (h0 + 1) * W, h0 * W, W, Wo, yr, ir);
+              continue;
+            }
+#endif
+          for (std::int64_t ow = 0; ow < Wo; ++ow) {
+            yr[ow] = xpl[h0 * W + ow * sw];
+            ir[ow] = h0 * W + ow * sw;
+          }
+          for (std::int64_t i = 0; i < kh; ++i)
+            for (std::int64_t j = i == 0 ? 1 : 0; j < kw; ++j) {
+              const std::int64_t base = (h0 + i) * W + j;
+              const T* xr = xpl + base;
+              for (std::int64_t ow = 0; ow < Wo; ++ow) {
+                const T v = xr[ow * sw], best = yr[ow];
+                const bool take = (v > best) | ((v != v) & (best == best));
+                const U mv = U(0) - static_cast<U>(take);
+                const std::int64_t mi = -static_cast<std::int64_t>(take);
+                yr[ow] = std::bit_cast<T>((std::bit_cast<U>(v) & mv) | (std::bit_cast<U>(best) & ~mv));
+                ir[ow] = ((base + ow * sw) & mi) | (ir[ow] & ~mi);
+              }
+            }
+        }
+        continue;
+      }
+      for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
+        const std::int64_t h0 = oh * q.sh - q.ph;
+        for (std::int64_t ow = 0; ow < q.Wo; ++ow) {
+          const std::int64_t w0 = ow * q.sw - q.pw;
+          T best = T(0);
+          std::int64_t bi = -1;
+          // The taps h0 + i * dh, w0 + j * dw inside the plane, in row-major order: the first
+          // maximum wins; the first NaN wins and stays.
+          for (std::int64_t i = 0; i < q.kh; ++i) {
+            const std::int64_t ih = h0 + i * q.dh;
+            if (ih < 0 || ih >= q.H) continue;
+            for (std::int64_t j = 0; j < q.kw; ++j) {
+              const std::int64_t iw = w0 + j * q.dw;
+              if (iw < 0 || iw >= q.W) continue;
+              const T v = xpl[ih * q.W + iw];
+              const bool take = bi < 0 || (v > best) | ((v != v) & (best == best));
+              best = take ? v : best;
+              bi = take ? ih * q.W + iw : bi;
+            }
+          }
+          yp[pl * P + oh * q.Wo + ow] = best;
+          ip[pl * P + oh * q.Wo + ow] = bi;
+        }
+      }
+    }
+  }, 1);
+}
+
+template <class T>
+void max_pool_grad_run(const KernelArgs& k, const PoolGeom& q) {
+  const AnyTensor g = contiguous_raw(k.in[0]), idx = contiguous_raw(k.in[1]);
+  const T* gp = static_cast<const T*>(g.raw_data());
+  const std::int64_t* ip = static_cast<const std::int64_t*>(idx.raw_data());
+  T* xp = static_cast<T*>(k.out[0].raw_data());
+  const std::int64_t HW = q.H * q.W, P = q.Ho * q.Wo;
+  for (std::int64_t i = 0; i < q.planes() * P; ++i)  // validated before the parallel part
+    MS_CHECK(ip[i] >= 0 && ip[i] < HW, IndexError, "{}: index {} is out of range for an input plane of {} x {}",
+             k.op.name, ip[i], q.H, q.W);
+  parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
+               [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t pl = b; pl < e; ++pl) {
+      T* xpl = xp + pl * HW;
+      std::fill(xpl, xpl + HW, T(0));
+      for (std::int64_t i = 0; i < P; ++i) xpl[ip[pl * P + i]] += gp[pl * P + i];
+    }
+  }, 1);
+}
+
+/// Average pooling (Adjoint = false: y from x) or its adjoint (true: gx from gy), over the
+/// windows of an ordinary (Adaptive = false) or adaptive pooling.
+template <bool Adaptive, bool Adjoint, class T>
+void avg_pool_run(const T* src, T* dst, const PoolGeom& q, bool count_include_pad) {
+  const std::int64_t HW = q.H * q.W, P = q.Ho * q.Wo;
+  parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
+               [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t pl = b; pl < e; ++pl) {
+      if constexpr (Adjoint) std::fill(dst + pl * HW, dst + (pl + 1) * HW, T(0));
+      for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
+        std::int64_t ha, hb, wa, wb, div_h;
+        if constexpr (Adaptive) {
+          ha = oh * q.H / q.Ho, hb = ((oh + 1) * q.H + q.Ho - 1) / q.Ho, div_h = hb - ha;
+        } else {
+          const std::int64_t h0 = oh * q.sh - q.ph;
+          ha = std::max<std::int64_t>(h0, 0), hb = std::min(h0 + q.kh, q.H);
+          div_h = count_include_pad ? std::min(h0 + q.kh, q.H + q.ph) - h0 : hb - ha;
+        }
+        for (std::int64_t ow = 0; ow < q.Wo; ++ow) {
+          std::int64_t div_w;
+          if constexpr (Adaptive) {
+            wa = ow * q.W / q.Wo, wb = ((ow + 1) * q.W + q.Wo - 1) / q.Wo, div_w = wb - wa;
+          } else {
+            const std::int64_t w0 = ow * q.sw - q.pw;
+            wa = std::max<std::int64_t>(w0, 0), wb = std::min(w0 + q.kw, q.W);
+            div_w = count_include_pad ? std::min(w0 + q.kw, q.W + q.pw) - w0 : wb - wa;
+          }
+          const T scale = T(1) / static_cast<T>(q.divisor > 0 ? q.divisor : div_h * div_w);
+          if constexpr (Adjoint) {
+            const T v = src[pl * P + oh * q.Wo + ow] * scale;
+            for (std::int64_t ih = ha; ih < hb; ++ih)
+              for (std::int64_t iw = wa; iw < wb; ++iw) dst[pl * HW + ih * q.W + iw] += v;
+          } else {
+            T s = T(0);
+            for (std::int64_t ih = ha; ih < hb; ++ih)
+              for (std::int64_t iw = wa; iw < wb; ++iw) s += src[pl * HW + ih * q.W + iw];
+            dst[pl * P + oh * q.Wo + ow] = s * scale;
+          }
+        }
+      }
+    }
+  }, 1);
+}
+
+/// The geometry of an adaptive pooling from input shape xs (N, C, H, W) to output_size.
+inline PoolGeom adaptive_geom(const OpDef& op, const Shape& xs, const Attrs& a) {
+  MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
+  MS_CHECK(a.has("output_size"), ValueError, "{}: attribute 'output_size' is missing", op.name);
+  Int2 o = pair_attr(op, a, "output_size", 1);
+  MS_CHECK(o.h >= 1 && o.w >= 1, ValueError, "{}: output_size must be positive, got ({}, {})", op.name, o.h, o.w);
+  MS_CHECK(xs[2] >= 1 && xs[3] >= 1, ShapeError, "{}: input {} has an empty plane", op.name, shape_str(xs));
+  return PoolGeom{xs[0], xs[1], xs[2], xs[3], 1, 1, 1, 1, 0, 0, o.h, o.w};
+}
+
+}  // namespace detail
+
+// ---- registrations --------------------------------------------------------------------------------
+
+// max_pool2d(x; kernel_size, stride, padding) -> (values, int64 indices into each H * W plane).
+MS_REGISTRATION(const OpDef& max_pool2d_op, registry().add([] {
+  OpDef d;
+  d.name = "max_pool2d";
+  d.category = Category::nn;
+  d.num_inputs = 1;
+  d.doc = "max over kH x kW windows of x (N, C, H, W); second output: int64 argmax (ih * W + iw) per window";
+  d.attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    Shape s{q.N, q.C, q.Ho, q.Wo};
+    out.push_back({in[0].dtype, s});
+    out.push_back({DType::i64, s});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::PoolGeom q = detail::pool_geom(k.op, k.in[0].shape(), k.attrs);
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::max_pool_run<T>(k, q); });
+  };
+  d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    return Cost{static_cast<double>(numel(out[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
+  };
+  return d;
+}()));
+
+// max_pool2d_grad(g, indices; kernel_size, stride, padding, input_shape): routes g to the argmax.
+MS_REGISTRATION(const OpDef& max_pool2d_grad_op, registry().add([] {
+  OpDef d;
+  d.name = "max_pool2d_grad";
+  d.category = Category::nn;
+  d.num_inputs = 2;
+  d.doc = "gradient of max_pool2d: each output gradient added at its window's argmax";
+  d.attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode", "input_shape"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    detail::PoolGeom q;
+    Shape xs = detail::pool_grad_shape(op, in, a, q);
+    MS_CHECK(in[1].dtype == DType::i64 && in[1].shape == in[0].shape, DTypeError,
+             "{}: indices must be int64 of the gradient's shape {}, got {} {}", op.name, shape_str(in[0].shape),
+             in[1].dtype, shape_str(in[1].shape));
+    out.push_back({in[0].dtype, xs});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::PoolGeom q = detail::pool_geom(k.op, k.out[0].shape(), k.attrs);
+    detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::max_pool_grad_run<T>(k, q); });
+  };
+  d.cost = &detail::per_input_cost<1>;
+  return d;
+}()));
+
+// avg_pool2d(x; kernel_size, stride, padding, count_include_pad).
+MS_REGISTRATION(const OpDef& avg_pool2d_op, registry().add([] {
+  OpDef d;
+  d.name = "avg_pool2d";
+  d.category = Category::nn;
+  d.num_inputs = 1;
+  d.doc = "mean over kH x kW windows of x (N, C, H, W); count_include_pad counts padded zeros in the divisor";
+  d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "ceil_mode", "divisor_override"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    out.push_back({in[0].dtype, Shape{q.N, q.C, q.Ho, q.Wo}});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::PoolGeom q = detail::pool_geom(k.op, k.in[0].shape(), k.attrs);
+    const AnyTensor x = detail::contiguous_raw(k.in[0]);
+    detail::visit_float(k, x.dtype(), [&]<class T>() {
+      detail::avg_pool_run<false, false>(static_cast<const T*>(x.raw_data()), static_cast<T*>(k.out[0].raw_data()), q,
+                                         k.attrs.b("count_include_pad", true));
+    });
+  };
+  d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    return Cost{static_cast<double>(numel(out[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
+  };
+  return d;
+}()));
+
+// avg_pool2d_grad(g; kernel_size, stride, padding, count_include_pad, input_shape).
+MS_REGISTRATION(const OpDef& avg_pool2d_grad_op, registry().add([] {
+  OpDef d;
+  d.name = "avg_pool2d_grad";
+  d.category = Category::nn;
+  d.num_inputs = 1;
+  d.doc = "gradient of avg_pool2d: each output gradient spread evenly over its window";
+  d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "ceil_mode", "divisor_override",
+                  "input_shape"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    detail::PoolGeom q;
+    out.push_back({in[0].dtype, detail::pool_grad_shape(op, in, a, q)});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::PoolGeom q = detail::pool_geom(k.op, k.out[0].shape(), k.attrs);
+    const AnyTensor g = detail::contiguous_raw(k.in[0]);
+    detail::visit_float(k, g.dtype(), [&]<class T>() {
+      detail::avg_pool_run<false, true>(static_cast<const T*>(g.raw_data()), static_cast<T*>(k.out[0].raw_data()), q,
+                                        k.attrs.b("count_include_pad", true));
+    });
+  };
+  d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+    detail::PoolGeom q = detail::pool_geom(op, out[0].shape, a);
+    return Cost{static_cast<double>(numel(in[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
+  };
+  return d;
+}()));
+
+// adaptive_avg_pool2d(x; output_size).
+MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_op, registry().add([] {
+  OpDef d;
+  d.name = "adaptive_avg_pool2d";
+  d.category = Category::nn;
+  d.num_inputs = 1;
+  d.doc = "average pooling of x (N, C, H, W) to a fixed (Ho, Wo): cell i covers [floor(i*H/Ho), ceil((i+1)*H/Ho))";
+  d.attr_names = {"output_size"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    detail::PoolGeom q = detail::adaptive_geom(op, in[0].shape, a);
+    out.push_back({in[0].dtype, Shape{q.N, q.C, q.Ho, q.Wo}});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::PoolGeom q = detail::adaptive_geom(k.op, k.in[0].shape(), k.attrs);
+    const AnyTensor x = detail::contiguous_raw(k.in[0]);
+    detail::visit_float(k, x.dtype(), [&]<class T>() {
+      detail::avg_pool_run<true, false>(static_cast<const T*>(x.raw_data()), static_cast<T*>(k.out[0].raw_data()), q, true);
+    });
+  };
+  d.cost = &detail::per_input_cost<1>;
+  return d;
+}()));
+
+// adaptive_avg_pool2d_grad(g; output_size, input_shape).
+MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_grad_op, registry().add([] {
+  OpDef d;
+  d.name = "adaptive_avg_pool2d_grad";
+  d.category = Category::nn;
+  d.num_inputs = 1;
+  d.doc = "gradient of adaptive_avg_pool2d: each output gradient spread evenly over its cell";
+  d.attr_names = {"output_size", "input_shape"};
+  d.cpu_dtypes = kFloatTypes;
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    Shape xs = detail::shape_attr_n(op, a, "input_shape", 4);
+    detail::PoolGeom q = detail::adaptive_geom(op, xs, a);
+    Shape want{q.N, q.C, q.Ho, q.Wo};
+    MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the pooled shape {} of input {}",
+             op.name, shape_str(in[0].shape), shape_str(want), shape_str(xs));
+    out.push_back({in[0].dtype, xs});
+  };
+  d.kernel = [](const KernelArgs& k) {
+    detail::PoolGeom q = detail::adaptive_geom(k.op, k.out[0].shape(), k.attrs);
+    const AnyTensor g = detail::contiguous_raw(k.in[0]);
+    detail::visit_float(k, g.dtype(), [&]<class T>() {
+      detail::avg_pool_run<true, true>(static_cast<const T*>(g.raw_data()), static_cast<T*>(k.out[0].raw_data()), q, true);
+    });
+  };
+  d.cost = [](const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+    return Cost{static_cast<double>(numel(out[0].shape)), detail::bytes_of(in) + detail::bytes_of(out)};
+  };
+  return d;
+}()));
+
+// ---- untyped API ------------------------------------------------------------------------------------
+
+inline std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& x, Int2 kernel_size,
+                                                               std::optional<Int2> stride, Int2 padding,
+                                                               Int2 dilation, bool ceil_mode) {
+  const AnyTensor in[1] = {x};
+  auto out = call(max_pool2d_op, in, detail::pool_attrs(kernel_size, stride, padding, dilation, ceil_mode));
+  return {out[0], out[1]};
+}
+inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
+                            Int2 dilation, bool ceil_mode) {
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
+}
+inline AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
+                            bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
+  Attrs a = detail::pool_attrs(kernel_size, stride, padding, 1, ceil_mode).set("count_include_pad", count_include_pad);
+  if (divisor_override) a.set("divisor_override", *divisor_override);
+  return call1(avg_pool2d_op, {x}, a);
+}
+inline AnyTensor adaptive_avg_pool2d(const AnyTensor& x, Int2 output_size) {
+  return call1(adaptive_avg_pool2d_op, {x}, Attrs{{"output_size", output_size.list()}});
+}
+
+}  // namespace ms::ops
