@@ -1,5 +1,5 @@
 // The walk-through of docs/guide.md: two operators that ms does not have (softsign and
-// cumsum, defined in examples/custom_op.hpp) run eagerly, in a captured and fused graph,
+// running_sum, defined in examples/custom_op.hpp) run eagerly, in a captured and fused graph,
 // under autodiff and in the profiler. Every step checks its numbers and the program exits
 // with status 1 when one is wrong, so the guide's code is tested whenever this runs.
 //
@@ -38,9 +38,9 @@ int main() {
   using ms::Tensor;
   try {
     std::printf("1. the new ops are in the op list:\n");
-    for (const char* name : {"softsign", "cumsum"}) {
+    for (const char* name : {"softsign", "running_sum"}) {
       const ms::ops::OpDef& op = ms::ops::registry().get(name);
-      std::printf("  %-9s %-7s %s\n", op.name.c_str(), std::string(ms::ops::category_name(op.category)).c_str(),
+      std::printf("  %-12s %-7s %s\n", op.name.c_str(), std::string(ms::ops::category_name(op.category)).c_str(),
                   op.doc.c_str());
     }
 
@@ -48,16 +48,16 @@ int main() {
     // [eager]
     Tensor<float> x{{-3.f, -1.f, 0.f}, {0.5f, 1.f, 4.f}};
     Tensor<float> s = guide::softsign(x);                             // runs now, like ms::relu(x)
-    Tensor<float> c = guide::cumsum(x, {{"axis", std::int64_t{1}}});  // attributes by name
-    fmt::print("softsign(x) = {}\ncumsum(x, axis=1) = {}\n", s, c);
+    Tensor<float> c = guide::running_sum(x, {{"axis", std::int64_t{1}}});  // attributes by name
+    fmt::print("softsign(x) = {}\nrunning_sum(x, axis=1) = {}\n", s, c);
     // [eager]
     expect(close(s.to_vector(), {-0.75, -0.5, 0, 1.0 / 3, 0.5, 0.8}), "softsign matches x / (1 + |x|)");
-    expect(close(c.to_vector(), {-3, -4, -4, 0.5, 1.5, 5.5}), "cumsum matches hand-computed running sums");
+    expect(close(c.to_vector(), {-3, -4, -4, 0.5, 1.5, 5.5}), "running_sum matches hand-computed running sums");
 
     std::printf("3. graph mode:\n");
     // [graph]
     Tensor<float> bias{0.1f, 0.2f, 0.3f};
-    auto program = [&](const Tensor<float>& in) { return guide::cumsum(guide::softsign(in * 2.0f) + bias); };
+    auto program = [&](const Tensor<float>& in) { return guide::running_sum(guide::softsign(in * 2.0f) + bias); };
     ms::graph::Capture cap;
     cap.input(x, "x");
     cap.output(program(x));
@@ -65,14 +65,14 @@ int main() {
     std::printf("%s", exe.graph().str().c_str());  // mul, softsign and add became one fused node
     Tensor<float> replayed = Tensor<float>(exe.run({x})[0]);
     // [graph]
-    expect(exe.graph().count("fused") == 1 && exe.graph().count("cumsum") == 1, "softsign fused with mul and add");
+    expect(exe.graph().count("fused") == 1 && exe.graph().count("running_sum") == 1, "softsign fused with mul and add");
     expect(same_bits(replayed, program(x)), "the replay equals eager mode bit for bit");
 
     std::printf("4. gradients:\n");
     // [grad]
     Tensor<float> w{-2.f, 0.5f, 3.f};
     w.set_requires_grad(true);
-    Tensor<float> loss = ms::sum(guide::cumsum(guide::softsign(w)));
+    Tensor<float> loss = ms::sum(guide::running_sum(guide::softsign(w)));
     loss.backward();  // uses both ops' gradient rules
     fmt::print("d loss / d w = {}\n", w.grad());
     // [grad]
@@ -84,14 +84,14 @@ int main() {
     ms::Profiler prof;
     {
       ms::ProfilerScope on(prof);
-      guide::cumsum(guide::softsign(x));
+      guide::running_sum(guide::softsign(x));
       exe.run({x});
     }
     std::printf("%s", prof.table().c_str());
     // [profile]
     bool seen_eager = false, seen_fused = false;
     for (auto& e : prof.events()) {
-      seen_eager |= e.type == "cumsum" && e.graph_id < 0;
+      seen_eager |= e.type == "running_sum" && e.graph_id < 0;
       seen_fused |= e.type == "fused[mul+softsign+add]";
     }
     expect(seen_eager && seen_fused, "the profiler shows the eager op and the fused node");

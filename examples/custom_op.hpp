@@ -1,7 +1,8 @@
 #pragma once
-// Three operators that ms does not have, defined outside the library the way a user would
-// (docs/guide.md walks through this file): softsign, an elementwise op given as one
-// formula; cumsum, an op with its own CPU kernel; and scaled_tanh, which also brings a
+// Three operators defined outside the library the way a user would (docs/guide.md walks
+// through this file): softsign, an elementwise op given as one formula; running_sum, an op
+// with its own CPU kernel (the inclusive form of the built-in ms::cumsum, written again as a
+// user's op); and scaled_tanh, which also brings a
 // device kernel for Ascend. All register into the same op registry as the built-in ops,
 // so they run eagerly, in captured graphs (softsign fuses), under autodiff, in the
 // profiler and in the data dump. Included by examples/custom_op.cpp and by the tests
@@ -26,11 +27,11 @@ inline const ms::CustomOp softsign = ms::define_elementwise(
      }});
 // [softsign]
 
-// [cumsum]
-// cumsum(x, axis, reverse): running sums along one axis. Not elementwise, so it brings its
+// [running_sum]
+// running_sum(x, axis, reverse): running sums along one axis. Not elementwise, so it brings its
 // own inference, CPU kernel, gradient rule and cost.
-inline const ms::CustomOp cumsum =
-    ms::OpBuilder("cumsum")
+inline const ms::CustomOp running_sum =
+    ms::OpBuilder("running_sum")
         .doc("running sum along an axis (defined in examples/custom_op.hpp)")
         .inputs(1)
         .attr("axis", std::int64_t{-1})
@@ -38,7 +39,7 @@ inline const ms::CustomOp cumsum =
         .dtypes(ms::kFloatTypes)
         .infer([](std::span<const ms::ops::TensorMeta> in, const ms::ops::Attrs& a) {
           // Checks the axis (IndexError naming the op and the shape); the output is like the input.
-          ms::normalize_axis(a.i("axis"), in[0].shape.rank(), "cumsum");
+          ms::normalize_axis(a.i("axis"), in[0].shape.rank(), "running_sum");
           return in[0];
         })
         .kernel([](const ms::ops::KernelArgs& a) {
@@ -48,7 +49,7 @@ inline const ms::CustomOp cumsum =
             std::memcpy(a.out[0].raw_data(), x.raw_data(), x.nbytes());
             return;
           }
-          const int axis = ms::normalize_axis(a.attrs.i("axis"), s.rank(), "cumsum");
+          const int axis = ms::normalize_axis(a.attrs.i("axis"), s.rank(), "running_sum");
           const bool reverse = a.attrs.b("reverse");
           std::int64_t outer = 1, n = s[axis], inner = 1;
           for (int d = 0; d < axis; ++d) outer *= s[d];
@@ -83,7 +84,7 @@ inline const ms::CustomOp cumsum =
           return ms::ops::Cost{n, 2 * n * esize};
         })
         .add();
-// [cumsum]
+// [running_sum]
 
 // [scaled_tanh]
 // scaled_tanh(x, scale) = scale * tanh(x), scale broadcast against x (a learned gain, as in

@@ -34,6 +34,8 @@
 #include "ops/movement.hpp"
 #include "ops/inplace.hpp"
 #include "ops/scatter.hpp"
+#include "ops/indexing.hpp"
+#include "ops/pad.hpp"
 #include "ops/methods.hpp"
 #include "graph/graph.hpp"
 #include "graph/capture.hpp"

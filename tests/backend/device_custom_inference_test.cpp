@@ -126,8 +126,8 @@ TEST_CASE("device custom op: without a device kernel it runs through its CPU ker
   EmuFixture fx;
   Tensor<float> x{{-2.0f, -0.5f, 0.0f}, {0.25f, 1.0f, 3.0f}};
   Tensor<float> d = x.to(kNpu);
-  // softsign (a formula) and cumsum (an explicit kernel): one copy down, one copy up, no kernel.
-  for (const CustomOp* op : {&guide::softsign, &guide::cumsum}) {
+  // softsign (a formula) and running_sum (an explicit kernel): one copy down, one copy up, no kernel.
+  for (const CustomOp* op : {&guide::softsign, &guide::running_sum}) {
     INFO(op->name());
     auto c0 = counters();
     Tensor<float> y = (*op)(d);
@@ -142,12 +142,12 @@ TEST_CASE("device custom op: without a device kernel it runs through its CPU ker
     CHECK_FALSE(emu().supports(op->def(), std::vector<ops::TensorMeta>{{DType::f32, x.shape()}}, {}));
   }
   // Attributes reach the host kernel.
-  Tensor<float> r = guide::cumsum(d, {{"axis", std::int64_t{0}}, {"reverse", true}});
-  CHECK(same_bits(r.to(Device::cpu()), guide::cumsum(x, {{"axis", std::int64_t{0}}, {"reverse", true}})));
+  Tensor<float> r = guide::running_sum(d, {{"axis", std::int64_t{0}}, {"reverse", true}});
+  CHECK(same_bits(r.to(Device::cpu()), guide::running_sum(x, {{"axis", std::int64_t{0}}, {"reverse", true}})));
   // Neither has a device kernel; the registered ones are listed.
   const auto with_kernels = backend::device_kernel_ops(DeviceType::ascend);
   CHECK_FALSE(contains(with_kernels, "softsign"));
-  CHECK_FALSE(contains(with_kernels, "cumsum"));
+  CHECK_FALSE(contains(with_kernels, "running_sum"));
   CHECK(contains(with_kernels, "scaled_tanh"));
   CHECK(contains(with_kernels, "test_dev_twice"));
 }
@@ -155,21 +155,21 @@ TEST_CASE("device custom op: without a device kernel it runs through its CPU ker
 TEST_CASE("device custom op: a device graph runs it on the host between device kernels", "[ascend][custom]") {
   EmuFixture fx;
   Tensor<float> x = normal({4, 6}, 5), w = normal({6, 6}, 6);
-  auto f = [&](const Tensor<float>& a) { return ms::relu(guide::cumsum(guide::softsign(ms::matmul(a, w)))); };
+  auto f = [&](const Tensor<float>& a) { return ms::relu(guide::running_sum(guide::softsign(ms::matmul(a, w)))); };
   Tensor<float> want = f(x);
   backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu());
   const std::string d = ex.dump();
   INFO(d);
   CHECK_THAT(dump_line(d, "matmul_0"), Contains("@ai_core"));
   CHECK_THAT(dump_line(d, "softsign_0"), Contains("@host_cpu (no device mapping, 1 copies in"));
-  CHECK_THAT(dump_line(d, "cumsum_0"), Contains("@host_cpu (no device mapping"));
-  CHECK_THAT(d, Contains("host fallback: cumsum, softsign"));
+  CHECK_THAT(dump_line(d, "running_sum_0"), Contains("@host_cpu (no device mapping"));
+  CHECK_THAT(d, Contains("host fallback: running_sum, softsign"));
   auto c0 = counters();
   auto out = ex.run({x});
   auto c1 = counters();
   REQUIRE(out.size() == 1);
   require_close(out[0], want);
-  // Within the step only the matmul's result moves (down, for softsign): relu after cumsum is
+  // Within the step only the matmul's result moves (down, for softsign): relu after running_sum is
   // cheaper on the host than a copy up. run() adds its staging: the input up, and the result
   // (host-produced here) up into the output slab and down once.
   CHECK_THAT(dump_line(d, "relu_0"), Contains("@host_cpu (cost"));
@@ -248,10 +248,10 @@ TEST_CASE("device custom op: registration and launch errors name the op and the 
   MS_REQUIRE_THROWS_MSG(backend::register_device_kernel("no_such_op", DeviceType::ascend, noop), ms::ValueError,
                         "[ms.value_error] register_device_kernel: no op named 'no_such_op' is registered (register "
                         "the op first)");
-  MS_REQUIRE_THROWS_MSG(backend::register_device_kernel("cumsum", DeviceType::cpu, noop), ms::ValueError,
-                        "[ms.value_error] register_device_kernel: cumsum: the CPU runs the op's own kernel; device "
+  MS_REQUIRE_THROWS_MSG(backend::register_device_kernel("running_sum", DeviceType::cpu, noop), ms::ValueError,
+                        "[ms.value_error] register_device_kernel: running_sum: the CPU runs the op's own kernel; device "
                         "kernels are for other devices");
-  CHECK(backend::find_device_kernel(guide::cumsum.def(), DeviceType::ascend) == nullptr);
+  CHECK(backend::find_device_kernel(guide::running_sum.def(), DeviceType::ascend) == nullptr);
   Tensor<float> xd = Tensor<float>{0.5f, -1.0f, 2.0f}.to(kNpu);
   MS_REQUIRE_THROWS_MSG(bad_device_kernel(xd), ms::BackendError,
                         "[ms.backend_error] test_dev_bad_kernel on ascend:0 ((3,) float32): test_dev_bad_kernel: its "
@@ -323,7 +323,7 @@ TEST_CASE("device inference: a frozen graph with user ops places each op as a ca
     cap.param(w, "w");
     cap.param(s, "scale");
     Tensor<float> h = guide::scaled_tanh(ms::matmul(x, w), s);
-    cap.output(guide::cumsum(guide::softsign(h)));
+    cap.output(guide::running_sum(guide::softsign(h)));
     cap.output(h);
     g = cap.finish();
   }
@@ -336,7 +336,7 @@ TEST_CASE("device inference: a frozen graph with user ops places each op as a ca
   INFO(d);
   CHECK_THAT(dump_line(d, "scaled_tanh_0"), Contains("@ai_core"));
   CHECK_THAT(dump_line(d, "softsign_0"), Contains("@host_cpu (no device mapping"));
-  CHECK_THAT(dump_line(d, "cumsum_0"), Contains("@host_cpu (no device mapping"));
+  CHECK_THAT(dump_line(d, "running_sum_0"), Contains("@host_cpu (no device mapping"));
   for (const Tensor<float>& in : {x, normal({4, 6}, 44)}) {
     auto got = m.run({in}), want = original.run({in}), ref = cpu.run({in});
     REQUIRE(got.size() == 2);

@@ -107,7 +107,7 @@ inline std::vector<std::pair<std::string, std::string>> seed_models() {
     Tensor<float> x = ms::randn<float>({3, 4}), c = ms::randn<float>({4});
     ms::graph::Capture cap;
     cap.input(x, "x");
-    cap.output(guide::cumsum(guide::softsign(x) + c, {{"axis", std::int64_t{0}}, {"reverse", true}}));
+    cap.output(guide::running_sum(guide::softsign(x) + c, {{"axis", std::int64_t{0}}, {"reverse", true}}));
     cap.output(ms::relu(x) * 0.5f);
     out.emplace_back("custom_ops.msf", ms::freeze_to_bytes(cap.finish()));
   }

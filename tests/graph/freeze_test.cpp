@@ -89,7 +89,7 @@ ms::graph::Graph small_graph(Tensor<float>& x) {
   ms::graph::Capture cap;
   cap.input(x, "x");
   cap.param(w, "w");
-  Tensor<float> y = guide::cumsum(guide::softsign(x * w) + c, {{"axis", std::int64_t{0}}});
+  Tensor<float> y = guide::running_sum(guide::softsign(x * w) + c, {{"axis", std::int64_t{0}}});
   cap.output(y);
   cap.output(ms::relu(x) * 0.5f);
   return cap.finish();
@@ -160,7 +160,7 @@ TEST_CASE("freeze: user-defined ops, constants and several outputs survive the r
   ms::graph::Graph g = small_graph(x);
   const std::string bytes = ms::freeze_to_bytes(g);
   ms::graph::Graph back = load_bytes(bytes);
-  CHECK(back.count("cumsum") == 1);
+  CHECK(back.count("running_sum") == 1);
   CHECK(back.count("softsign") == 1);
   CHECK(back.nodes()[3].attrs.str() == "axis=0");
   CHECK(back.inputs().size() == 1);
@@ -273,22 +273,22 @@ TEST_CASE("freeze: damaged, truncated, foreign and incompatible files are IOErro
   // Behind valid checksums: version, registry and structure checks.
   CHECK(err(rewrite(good, [](json& h, json&) { h["__metadata__"]["ms.format_version"] = "2"; })) ==
         pre + "format version 2 is not supported (this build reads version 1)");
-  CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][3]["op"] = "cumsum_v2"; })) ==
-        pre + "node 3 uses op 'cumsum_v2', which is not registered in this program (a user-defined op must be "
+  CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][3]["op"] = "running_sum_v2"; })) ==
+        pre + "node 3 uses op 'running_sum_v2', which is not registered in this program (a user-defined op must be "
               "registered before the model is loaded)");
   CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][0]["op"] = "fused"; })) ==
         pre + "node 0: fused nodes cannot be loaded");
   CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][3]["inputs"] = json::array({0, 1}); })) ==
-        pre + "node 3 (cumsum) has 2 inputs");
+        pre + "node 3 (running_sum) has 2 inputs");
   CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][1]["inputs"] = json::array({99}); })) ==
         pre + "node 1 inputs refers to value 99, which does not exist");
   CHECK(err(rewrite(good, [](json&, json& g) {
           auto out = g["nodes"][3]["outputs"][0].get<int>();
           g["values"][out]["shape"] = json::array({8, 4});
-        })) == pre + "node 3 (cumsum): output 0 is float32 (8, 4) in the file but this build infers float32 (4, 8) "
+        })) == pre + "node 3 (running_sum): output 0 is float32 (8, 4) in the file but this build infers float32 (4, 8) "
                      "(incompatible op)");
   CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][3]["attrs"][0] = json::array({"axis", "i", 5}); })) ==
-        pre + "node 3 (cumsum) does not accept its inputs: [ms.index_error] cumsum: axis 5 is out of range for a "
+        pre + "node 3 (running_sum) does not accept its inputs: [ms.index_error] running_sum: axis 5 is out of range for a "
               "tensor of rank 2");
   CHECK(err(rewrite(good, [](json&, json& g) { g["nodes"][3]["attrs"][0] = json::array({"axis", "q", 5}); })) ==
         pre + "node 3 attribute 0: unknown attribute type \"q\"");

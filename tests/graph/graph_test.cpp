@@ -482,6 +482,14 @@ TEST_CASE("graph: every view and movement op replays bit-identically to eager, o
       {"expand", {{Shape{3, 1, 5}, {{"shape", ops::IntList{2, 3, 4, 5}}}}, {Shape{5}, {{"shape", ops::IntList{3, 5}}}}}},
       {"copy", {{Shape{3, 4, 5}, {}}}},
       {"cast", {}},  // filled per target dtype below
+      {"tile", {{Shape{3, 4, 5}, {{"reps", ops::IntList{2, 1, 3}}}}, {Shape{4, 5}, {{"reps", ops::IntList{2, 1, 1}}}}}},
+      {"cumsum", {{Shape{3, 4, 5}, {{"axis", std::int64_t{1}}, {"exclusive", true}, {"reverse", false}}},
+                  {Shape{3, 4, 5}, {{"axis", std::int64_t{-1}}, {"exclusive", false}, {"reverse", true}}}}},
+      {"triu", {{Shape{3, 4, 5}, {{"k", std::int64_t{1}}}}}},
+      {"tril", {{Shape{3, 4, 5}, {{"k", std::int64_t{-1}}}}}},
+      {"pad", {{Shape{3, 4, 5}, {{"begin", ops::IntList{1, 0, 2}}, {"end", ops::IntList{0, 2, -1}}, {"mode", std::string("reflect")}}},
+               {Shape{3, 4, 5}, {{"begin", ops::IntList{0, 1, 1}}, {"end", ops::IntList{1, 1, 0}}, {"mode", std::string("replicate")}}},
+               {Shape{3, 4, 5}, {{"begin", ops::IntList{0, 1, 1}}, {"end", ops::IntList{1, 1, 0}}, {"mode", std::string("constant")}, {"value", 1.0}}}}},
   };
   int ops_tested = 0;
   std::vector<std::string> skipped;
@@ -527,7 +535,7 @@ TEST_CASE("graph: every view and movement op replays bit-identically to eager, o
     }
   }
   if (!skipped.empty()) fmt::print("graph_test: view/movement ops without a case here: {}\n", fmt::join(skipped, ", "));
-  CHECK(ops_tested == 6);
+  CHECK(ops_tested == 11);
 }
 
 TEST_CASE("graph: a view of an intermediate feeding a fused node reads the right elements", "[graph]") {

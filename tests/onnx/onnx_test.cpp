@@ -355,6 +355,48 @@ TEST_CASE("onnx: a ResNet-style graph exports, passes ONNX's checker and imports
 #endif
 }
 
+TEST_CASE("onnx: tile, cumsum, topk, triu, tril, remainder, fmod and pad export and import as themselves",
+          "[onnx][export]") {
+  AnyTensor x = ops::randn(Shape{2, 3}, DType::f32, 5);
+  auto fn = [](const AnyTensor& v) {
+    std::vector<AnyTensor> out{ops::tile(v, {2, 1, 2}), ops::cumsum(v, 1, true, true), ops::triu(v, 1),
+                               ops::tril(v, -1), ops::remainder(v, 0.7), ops::fmod(v, -0.7),
+                               ops::pad(v, {1, 2}, "reflect"), ops::pad(v, {1, 0, 0, 1}, "replicate"),
+                               ops::pad(v, {-1, 1}, "constant", 2.5)};
+    // remainder of integers is ONNX's Mod with fmod=0; of floats, Mod with fmod=1 and a sign fix-up
+    out.push_back(ops::remainder(ops::cast(ops::mul(v, 4.0), DType::i64), Tensor<std::int64_t>{3, -3, 2}));
+    auto tk = ops::topk(v, 2, 1, false);
+    out.insert(out.end(), tk.begin(), tk.end());
+    return out;
+  };
+  const std::vector<AnyTensor> want = fn(x);
+  graph::Graph g;
+  {
+    graph::Capture cap;
+    cap.input(x, "x");
+    for (auto& y : fn(x)) cap.output(y);
+    g = cap.finish();
+  }
+  TempDir dir;
+  const fs::path p = dir.path / "indexing.onnx";
+  mo::save(g, p);
+  std::set<std::string> types;
+  const pb::ModelProto proto = mo::read_model(p);
+  for (const auto& n : proto.graph().node()) types.insert(n.op_type());
+  for (const char* t : {"Tile", "CumSum", "TopK", "Trilu", "Mod", "Pad"}) CHECK(types.count(t) == 1);
+  mo::Model model = mo::load(p);
+  for (const char* op : {"tile", "cumsum", "topk", "triu", "tril", "remainder", "fmod", "pad"}) {
+    INFO(op);
+    CHECK(model.graph.count(op) >= 1);
+  }
+  auto got = InferenceModel::from_graph(model.graph).run({x});
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    require_close(ops::cast(got[i], DType::f32), ops::cast(want[i], DType::f32));
+  }
+}
+
 TEST_CASE("onnx: mutated model files load or fail with an ms error, never crash", "[onnx][errors]") {
   // A small fuzz run over byte flips, cuts and insertions of two valid models (the libFuzzer
   // target for the frozen loader does the same for ms's own format).

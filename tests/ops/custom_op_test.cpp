@@ -1,4 +1,4 @@
-// User-defined operators (ms/ops/custom.hpp): the guide's softsign (a formula) and cumsum
+// User-defined operators (ms/ops/custom.hpp): the guide's softsign (a formula) and running_sum
 // (an explicit kernel) from examples/custom_op.hpp, plus test-only ops for the error paths.
 // Each is checked against hand-computed values or the same math written with built-in ops,
 // eagerly, in a captured graph (with fusion), under autodiff, in the profiler and the dump.
@@ -87,7 +87,7 @@ TEST_CASE("custom op: user ops are in the registry's op list like built-in ones"
   CHECK(s->differentiable());
   CHECK(s->cpu_dtypes.bits == ms::kFloatTypes.bits);
 
-  const ops::OpDef& c = ops::registry().get("cumsum");
+  const ops::OpDef& c = ops::registry().get("running_sum");
   CHECK(c.category == ops::Category::custom);
   CHECK(c.num_inputs == 1);
   CHECK(c.attr_names == std::vector<std::string>{"axis", "reverse"});
@@ -129,39 +129,39 @@ TEST_CASE("custom op: a binary formula broadcasts and reads its attribute", "[op
                         "[ms.shape_error] test_scaled_sub: cannot broadcast (2, 3) with (2,)");
 }
 
-TEST_CASE("custom op: cumsum eagerly, with its attributes, on views, and its errors", "[op][custom]") {
+TEST_CASE("custom op: running_sum eagerly, with its attributes, on views, and its errors", "[op][custom]") {
   Tensor<float> x{{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}};
-  ms_test::require_values(guide::cumsum(x), {1, 3, 6, 4, 9, 15});
-  ms_test::require_values(guide::cumsum(x, {{"axis", std::int64_t{0}}}), {1, 2, 3, 5, 7, 9});
-  ms_test::require_values(guide::cumsum(x, {{"reverse", true}}), {6, 5, 3, 15, 11, 6});
-  ms_test::require_values(guide::cumsum(x, {{"axis", std::int64_t{-2}}, {"reverse", true}}), {5, 7, 9, 4, 5, 6});
+  ms_test::require_values(guide::running_sum(x), {1, 3, 6, 4, 9, 15});
+  ms_test::require_values(guide::running_sum(x, {{"axis", std::int64_t{0}}}), {1, 2, 3, 5, 7, 9});
+  ms_test::require_values(guide::running_sum(x, {{"reverse", true}}), {6, 5, 3, 15, 11, 6});
+  ms_test::require_values(guide::running_sum(x, {{"axis", std::int64_t{-2}}, {"reverse", true}}), {5, 7, 9, 4, 5, 6});
   // A transposed (non-contiguous) input.
-  ms_test::require_values(Tensor<float>(guide::cumsum({ops::transpose(x, 0, 1)})), {1, 5, 2, 7, 3, 9});
+  ms_test::require_values(Tensor<float>(guide::running_sum({ops::transpose(x, 0, 1)})), {1, 5, 2, 7, 3, 9});
   Tensor<double> d{0.5, 0.25, 0.125};
-  ms_test::require_values(guide::cumsum(d), {0.5, 0.75, 0.875}, 0, 0);
-  ms_test::require_values(guide::cumsum(Tensor<float>(ops::scalar_tensor(2.5, ms::DType::f32))), {2.5});
+  ms_test::require_values(guide::running_sum(d), {0.5, 0.75, 0.875}, 0, 0);
+  ms_test::require_values(guide::running_sum(Tensor<float>(ops::scalar_tensor(2.5, ms::DType::f32))), {2.5});
 
-  MS_REQUIRE_THROWS_MSG(guide::cumsum(x, {{"axis", std::int64_t{2}}}), ms::IndexError,
-                        "[ms.index_error] cumsum: axis 2 is out of range for a tensor of rank 2");
-  MS_REQUIRE_THROWS_MSG(guide::cumsum(x, {{"axes", std::int64_t{0}}}), ms::ValueError,
-                        "[ms.value_error] cumsum: unknown attribute 'axes' (attributes: axis, reverse)");
-  MS_REQUIRE_THROWS_MSG(guide::cumsum(x, {{"axis", 0.5}}), ms::ValueError,
-                        "[ms.value_error] cumsum: attribute 'axis' must be int, got float 0.5");
-  MS_REQUIRE_THROWS_MSG(guide::cumsum(Tensor<std::int64_t>{1, 2}), ms::DTypeError,
-                        "[ms.dtype_error] cumsum: unsupported dtype int64 (supported: float32, float64)");
-  MS_REQUIRE_THROWS_MSG(guide::cumsum.call(std::vector<AnyTensor>{x, x}), ms::ValueError,
-                        "[ms.value_error] cumsum: expected 1 inputs, got 2");
+  MS_REQUIRE_THROWS_MSG(guide::running_sum(x, {{"axis", std::int64_t{2}}}), ms::IndexError,
+                        "[ms.index_error] running_sum: axis 2 is out of range for a tensor of rank 2");
+  MS_REQUIRE_THROWS_MSG(guide::running_sum(x, {{"axes", std::int64_t{0}}}), ms::ValueError,
+                        "[ms.value_error] running_sum: unknown attribute 'axes' (attributes: axis, reverse)");
+  MS_REQUIRE_THROWS_MSG(guide::running_sum(x, {{"axis", 0.5}}), ms::ValueError,
+                        "[ms.value_error] running_sum: attribute 'axis' must be int, got float 0.5");
+  MS_REQUIRE_THROWS_MSG(guide::running_sum(Tensor<std::int64_t>{1, 2}), ms::DTypeError,
+                        "[ms.dtype_error] running_sum: unsupported dtype int64 (supported: float32, float64)");
+  MS_REQUIRE_THROWS_MSG(guide::running_sum.call(std::vector<AnyTensor>{x, x}), ms::ValueError,
+                        "[ms.value_error] running_sum: expected 1 inputs, got 2");
 }
 
 TEST_CASE("custom op: registration and kernel errors are typed and name the op", "[op][custom]") {
   MS_REQUIRE_THROWS_MSG(ms::define_elementwise("softsign", []<class V>(V x) { return x; }), ms::ValueError,
                         "[ms.value_error] register op: an op named 'softsign' is already registered");
   MS_REQUIRE_THROWS_MSG(
-      ms::OpBuilder("cumsum")
+      ms::OpBuilder("running_sum")
           .infer([](std::span<const ops::TensorMeta> in, const ops::Attrs&) { return in[0]; })
           .kernel([](const ops::KernelArgs&) {})
           .add(),
-      ms::ValueError, "[ms.value_error] register op: an op named 'cumsum' is already registered");
+      ms::ValueError, "[ms.value_error] register op: an op named 'running_sum' is already registered");
   MS_REQUIRE_THROWS_MSG(ms::OpBuilder("test_no_infer").kernel([](const ops::KernelArgs&) {}).add(), ms::ValueError,
                         "[ms.value_error] register op 'test_no_infer': missing shape/dtype inference");
   MS_REQUIRE_THROWS_MSG(
@@ -189,10 +189,10 @@ TEST_CASE("custom op: autodiff through user gradient rules, and a clear error wi
   Tensor<float> c{{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}};
   c.set_requires_grad(true);
   Tensor<float> w{{1.f, 0.f, 0.f}, {0.f, 0.f, 1.f}};
-  ms::sum(guide::cumsum(c) * w).backward();
+  ms::sum(guide::running_sum(c) * w).backward();
   ms_test::require_values(c.grad(), {1, 0, 0, 1, 1, 1});  // reverse running sum of w
   c.zero_grad();
-  ms::sum(guide::cumsum(c, {{"axis", std::int64_t{0}}, {"reverse", true}}) * w).backward();
+  ms::sum(guide::running_sum(c, {{"axis", std::int64_t{0}}, {"reverse", true}}) * w).backward();
   ms_test::require_values(c.grad(), {1, 0, 0, 1, 0, 1});
 
   Tensor<float> a{1.f, 2.f}, b{3.f, 5.f};
@@ -204,7 +204,7 @@ TEST_CASE("custom op: autodiff through user gradient rules, and a clear error wi
 
   // Finite differences in float64 through a composite of both ops.
   Tensor<double> p{{0.3, -1.2, 2.0}, {0.7, -0.1, 1.5}};
-  auto f = [&](const Tensor<double>& t) { return ms::sum(guide::softsign(guide::cumsum(t * t)) * t); };
+  auto f = [&](const Tensor<double>& t) { return ms::sum(guide::softsign(guide::running_sum(t * t)) * t); };
   Tensor<double> pg = p.clone();
   pg.set_requires_grad(true);
   auto g = ms::autograd::grad(f(pg), {pg});
@@ -237,7 +237,7 @@ TEST_CASE("custom op: autodiff through user gradient rules, and a clear error wi
 
 TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identically", "[op][custom][graph]") {
   Tensor<float> x = uniform4({64, 33}, 1), b = uniform4({33}, 2);
-  auto program = [&](const Tensor<float>& in) { return guide::cumsum(guide::softsign(in * 2.0f) + b, {{"axis", std::int64_t{0}}}); };
+  auto program = [&](const Tensor<float>& in) { return guide::running_sum(guide::softsign(in * 2.0f) + b, {{"axis", std::int64_t{0}}}); };
   Tensor<float> eager = program(x);
 
   ms::graph::Capture cap;
@@ -246,14 +246,14 @@ TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identic
   cap.output(traced);
   ms::graph::Graph g = cap.finish();
   CHECK(g.count("softsign") == 1);
-  CHECK(g.count("cumsum") == 1);
+  CHECK(g.count("running_sum") == 1);
   CHECK(g.nodes().back().attrs.str() == "axis=0");
 
   ms::backend::Executable exe = ms::backend::compile(std::move(g));
   const auto& cg = exe.graph();
   CHECK(cg.count("softsign") == 0);  // fused with the mul and the add
   CHECK(cg.count("fused") == 1);
-  CHECK(cg.count("cumsum") == 1);
+  CHECK(cg.count("running_sum") == 1);
   bool found = false;
   for (auto& n : cg.nodes())
     if (n.fused) found = ms::graph::node_label(n) == "fused[mul+softsign+add]";
@@ -266,7 +266,7 @@ TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identic
   Tensor<float> w = uniform4({33}, 4);
   w.set_requires_grad(true);
   auto step = [&](const Tensor<float>& in) {
-    Tensor<float> loss = ms::sum(guide::cumsum(guide::softsign(in * w)) * in);
+    Tensor<float> loss = ms::sum(guide::running_sum(guide::softsign(in * w)) * in);
     return Tensor<float>(ms::autograd::grad(loss, {w})[0]);
   };
   Tensor<float> ge = step(x);
@@ -274,12 +274,12 @@ TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identic
   CHECK(same_bits(jstep(x), ge));   // trace
   CHECK(same_bits(jstep(x), ge));   // replay
   CHECK(jstep.num_replays() == 1);
-  // The loss itself is not an output, so dce drops the forward cumsum; its gradient, a
-  // reverse cumsum of the input, stays (as a node running the user's kernel).
+  // The loss itself is not an output, so dce drops the forward running_sum; its gradient, a
+  // reverse running_sum of the input, stays (as a node running the user's kernel).
   const auto& jg = jstep.executable()->graph();
-  CHECK(jg.count("cumsum") == 1);
+  CHECK(jg.count("running_sum") == 1);
   for (auto& n : jg.nodes())
-    if (n.op->name == "cumsum") CHECK(n.attrs.b("reverse"));
+    if (n.op->name == "running_sum") CHECK(n.attrs.b("reverse"));
 }
 
 TEST_CASE("custom op: the profiler times user ops and reports their cost", "[op][custom][tools]") {
@@ -287,7 +287,7 @@ TEST_CASE("custom op: the profiler times user ops and reports their cost", "[op]
   ms::Profiler prof;
   {
     ms::ProfilerScope on(prof);
-    Tensor<float> y = guide::cumsum(guide::softsign(x));
+    Tensor<float> y = guide::running_sum(guide::softsign(x));
     (void)y;
   }
   auto ev = prof.events();
@@ -295,11 +295,11 @@ TEST_CASE("custom op: the profiler times user ops and reports their cost", "[op]
   CHECK(ev[0].type == "softsign");
   CHECK(ev[0].flops == 6 * 3);           // 3 flops per element, as declared
   CHECK(ev[0].bytes == 2 * 6 * 4);
-  CHECK(ev[1].type == "cumsum");
+  CHECK(ev[1].type == "running_sum");
   CHECK(ev[1].flops == 6);               // the op's own cost function
   CHECK(ev[1].bytes == 2 * 6 * 4);
   CHECK(ev[1].end_ns >= ev[1].start_ns);
-  CHECK(prof.table().find("cumsum") != std::string::npos);
+  CHECK(prof.table().find("running_sum") != std::string::npos);
 }
 
 TEST_CASE("custom op: the data dump writes user ops' inputs and outputs", "[op][custom][tools]") {
@@ -312,7 +312,7 @@ TEST_CASE("custom op: the data dump writes user ops' inputs and outputs", "[op][
   Tensor<float> y;
   {
     ms::DumpScope on(*dump);
-    y = guide::cumsum(x);
+    y = guide::running_sum(x);
   }
   auto it = dir / "rank_0" / "Net" / "0" / "0";
   std::vector<std::string> names;
@@ -320,7 +320,7 @@ TEST_CASE("custom op: the data dump writes user ops' inputs and outputs", "[op][
     if (e.path().extension() == ".npy") names.push_back(e.path().filename().string());
   REQUIRE(names.size() == 2);
   std::sort(names.begin(), names.end());
-  CHECK(names[0].rfind("cumsum.cumsum_0.0.0.", 0) == 0);
+  CHECK(names[0].rfind("running_sum.running_sum_0.0.0.", 0) == 0);
   CHECK(names[0].find(".input.0.npy") != std::string::npos);
   CHECK(names[1].find(".output.0.npy") != std::string::npos);
   CHECK(same_bits(ms::load_npy(it / names[0]), x));
@@ -360,7 +360,7 @@ TEST_CASE("custom op: the guide quotes the example's code verbatim", "[custom][d
   const std::string hpp = read(root / "examples" / "custom_op.hpp"), cpp = read(root / "examples" / "custom_op.cpp"),
                     frz = read(root / "examples" / "freeze_model.cpp");
   int checked = 0;
-  for (auto [src, name] : {std::pair{&hpp, "softsign"}, {&hpp, "cumsum"}, {&hpp, "scaled_tanh"}, {&cpp, "eager"},
+  for (auto [src, name] : {std::pair{&hpp, "softsign"}, {&hpp, "running_sum"}, {&hpp, "scaled_tanh"}, {&cpp, "eager"},
                            {&cpp, "graph"}, {&cpp, "grad"}, {&cpp, "profile"}, {&frz, "freeze"}}) {
     INFO("snippet [" << name << "]");
     const std::string code = snippet(*src, name);

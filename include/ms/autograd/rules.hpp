@@ -5,8 +5,10 @@
 // input (undefined = none). Gradients of broadcast inputs may keep the broadcast
 // shape: the engine sums them back (detail::sum_to). Ops without a rule state why.
 
+#include "../ops/indexing.hpp"
 #include "../ops/linalg.hpp"
 #include "../ops/movement.hpp"
+#include "../ops/pad.hpp"
 #include "../ops/softmax.hpp"
 #include "../ops/scatter.hpp"
 #include "../ops/unary.hpp"
@@ -182,6 +184,48 @@ inline const Row table[] = {
             return {g0(a), AnyTensor(), gather(g0(a), a.attrs.i("axis"), a.in[1])}; }, nullptr},
   {"index_add", [](const GradArgs& a) -> Grads {
             return {g0(a), AnyTensor(), index_select(g0(a), a.attrs.i("axis"), a.in[1])}; }, nullptr},
+  {"remainder", [](const GradArgs& a) -> Grads {  // a - floor(a / b) * b
+            return {g0(a), a.needs_grad(1) ? neg(mul(g0(a), floor(div(a.in[0], a.in[1])))) : AnyTensor()}; }, nullptr},
+  {"fmod", [](const GradArgs& a) -> Grads {  // a - trunc(a / b) * b
+            if (!a.needs_grad(1)) return {g0(a), AnyTensor()};
+            AnyTensor q = div(a.in[0], a.in[1]);
+            return {g0(a), neg(mul(g0(a), where(lt(q, 0.0), ceil(q), floor(q))))}; }, nullptr},
+  {"tile", [](const GradArgs& a) -> Grads {  // each input element gets the sum of its copies
+            const Shape& xs = x0(a).shape();
+            AnyTensor g = g0(a);
+            const int r = g.dim(), lead = r - xs.rank();
+            if (g.numel() == 0) return {zeros(xs, x0(a).dtype())};
+            for (int d = 0; d < r; ++d) {
+              const std::int64_t n = d >= lead ? xs[d - lead] : 1, rep = g.shape()[d] / n;
+              if (rep == 1) continue;
+              IntList s = g.shape().vec();  // dim d split into (rep, n), then the copies summed
+              s[static_cast<std::size_t>(d)] = n;
+              s.insert(s.begin() + d, rep);
+              g = sum(reshape(g, s), {d}, false);
+            }
+            return {reshape(g, xs.vec())}; }, nullptr},
+  {"cumsum", [](const GradArgs& a) -> Grads {  // the running sum of g the other way round
+            Attrs back = a.attrs;
+            back.set("reverse", !a.attrs.b("reverse"));
+            return {call1(cumsum_op, {g0(a)}, back)}; }, nullptr},
+  {"topk", [](const GradArgs& a) -> Grads {  // values: g goes back to where each came from
+            if (!a.grad_out[0].defined()) return {AnyTensor()};
+            AnyTensor z = zeros(x0(a).shape(), x0(a).dtype());
+            return {scatter_add(z, normalize_axis(a.attrs.i("axis", -1), x0(a).dim(), "topk"), a.out[1], g0(a))}; }, nullptr},
+  {"triu", [](const GradArgs& a) -> Grads { return {call1(triu_op, {g0(a)}, a.attrs)}; }, nullptr},
+  {"tril", [](const GradArgs& a) -> Grads { return {call1(tril_op, {g0(a)}, a.attrs)}; }, nullptr},
+  {"pad", [](const GradArgs& a) -> Grads {
+            Attrs at;
+            for (const char* k : {"begin", "end", "mode"})
+              if (const AttrValue* v = a.attrs.find(k)) at.set(k, *v);
+            at.set("input_shape", x0(a).shape().vec());
+            return {call1(pad_grad_op, {g0(a)}, at)}; }, nullptr},
+  {"pad_grad", [](const GradArgs& a) -> Grads {  // linear: its adjoint is pad with a zero constant
+            Attrs at;
+            for (const char* k : {"begin", "end", "mode"})
+              if (const AttrValue* v = a.attrs.find(k)) at.set(k, *v);
+            at.set("value", 0.0);
+            return {call1(pad_op, {g0(a)}, at)}; }, nullptr},
   {"one_hot", nullptr, "integer input and output"},
   {"copy_", nullptr, "in-place write (run optimizer updates under NoGradGuard)"},
   {"fill", nullptr, "creation op (no tensor inputs)"},

@@ -185,43 +185,11 @@ inline AnyTensor channel(const AnyTensor& v, int rank) {
 }
 
 /// Pads `x` with `value` (negative pads crop): begins[k], ends[k] for axis k.
-inline AnyTensor pad_constant(AnyTensor x, const IntList& begins, const IntList& ends, double value) {
-  for (int a = 0; a < x.dim(); ++a) {
-    std::int64_t b = begins[a], e = ends[a];
-    if (b < 0) { x = o::slice(x, a, -b, x.shape()[a]); b = 0; }
-    if (e < 0) { x = o::slice(x, a, 0, x.shape()[a] + e); e = 0; }
-    if (b == 0 && e == 0) continue;
-    std::vector<AnyTensor> parts;
-    IntList s = x.shape().vec();
-    if (b > 0) { s[a] = b; parts.push_back(o::full(Shape(s), value, x.dtype())); }
-    parts.push_back(x);
-    if (e > 0) { s[a] = e; parts.push_back(o::full(Shape(s), value, x.dtype())); }
-    x = o::concat(parts, a);
-  }
-  return x;
-}
-/// Pads by repeating the edge ("edge") or mirroring without the edge ("reflect").
-inline AnyTensor pad_border(const NodeCtx& c, AnyTensor x, const IntList& begins, const IntList& ends, bool reflect) {
-  for (int a = 0; a < x.dim(); ++a) {
-    std::int64_t b = begins[a], e = ends[a];
-    if (b < 0 || e < 0) c.fail("negative pads are supported in constant mode only");
-    if (b == 0 && e == 0) continue;
-    const std::int64_t n = x.shape()[a];
-    if (n == 0) c.fail("padding an empty axis in edge or reflect mode");
-    if (reflect && (b >= n || e >= n)) c.fail(fmt::format("reflect pads {} and {} must be less than the size {}", b, e, n));
-    std::vector<AnyTensor> parts;
-    auto rep = [&](std::int64_t at, std::int64_t k) {
-      IntList s = x.shape().vec();
-      s[a] = k;
-      return o::expand(o::slice(x, a, at, at + 1), s);
-    };
-    if (b > 0) parts.push_back(reflect ? o::slice(x, a, b, 0, -1) : rep(0, b));
-    parts.push_back(x);
-    // A negative stop would count from the end: -(n + 1) stops before index 0.
-    if (e > 0) parts.push_back(reflect ? o::slice(x, a, n - 2, n - 2 - e >= 0 ? n - 2 - e : -(n + 1), -1) : rep(n - 1, e));
-    x = o::concat(parts, a);
-  }
-  return x;
+inline AnyTensor pad_constant(const AnyTensor& x, const IntList& begins, const IntList& ends, double value) {
+  if (std::all_of(begins.begin(), begins.end(), [](auto v) { return v == 0; }) &&
+      std::all_of(ends.begin(), ends.end(), [](auto v) { return v == 0; }))
+    return x;
+  return o::pad_dims(x, begins, ends, "constant", value);
 }
 
 /// Spatial geometry of Conv and the pools: kernel, strides, dilations and explicit begin/end

@@ -56,38 +56,15 @@ inline std::vector<AnyTensor> ScatterND(const NodeCtx& c) {
   AnyTensor vals = o::index_add(o::zeros(Shape(flat), x.dtype()), 0, lin, uf);
   return one(o::reshape(o::where(o::gt(o::reshape(hits, ms), 0.0), vals, xf), x.shape().vec()));
 }
-/// TopK as k rounds of argmax (argmin) that mask what they found: ties go to the lower index,
-/// the results come sorted. For small k (at most 64).
+/// TopK on ms's topk: ties go to the lower index, as ONNX specifies.
 inline std::vector<AnyTensor> TopK(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
-  need_float(c, x);
   const std::int64_t k = c.opset() < 10 ? c.ai("k", 0) : static_cast<std::int64_t>(c.scalar(1));
   if (x.dim() == 0) c.fail("input of rank 0");
   const int axis = axis_of(c, c.ai("axis", -1), x.dim());
-  const bool largest = c.ai("largest", 1) != 0;
   const std::int64_t n = x.shape()[axis];
   if (k < 0 || k > n) c.fail(fmt::format("k={} for an axis of size {}", k, n));
-  if (k > 64) c.fail(fmt::format("k={} (at most 64)", k));
-  IntList iota(static_cast<std::size_t>(n)), ishape(static_cast<std::size_t>(x.dim()), 1);
-  std::iota(iota.begin(), iota.end(), 0);
-  ishape[static_cast<std::size_t>(axis)] = n;
-  AnyTensor pos = o::reshape(i64_tensor(iota), ishape);
-  AnyTensor fill = o::full(Shape{}, largest ? -std::numeric_limits<double>::infinity()
-                                             : std::numeric_limits<double>::infinity(), x.dtype());
-  AnyTensor cur = x;
-  std::vector<AnyTensor> vs, is;
-  for (std::int64_t j = 0; j < k; ++j) {
-    AnyTensor i = largest ? o::argmax(cur, axis, true) : o::argmin(cur, axis, true);
-    vs.push_back(o::gather(x, axis, i));
-    is.push_back(i);
-    if (j + 1 < k) cur = o::where(o::eq(pos, i), fill, cur);
-  }
-  if (k == 0) {
-    IntList s = x.shape().vec();
-    s[static_cast<std::size_t>(axis)] = 0;
-    return {o::zeros(Shape(s), x.dtype()), o::zeros(Shape(s), DType::i64)};
-  }
-  return {o::concat(vs, axis), o::concat(is, axis)};
+  return o::topk(x, k, axis, c.ai("largest", 1) != 0, c.ai("sorted", 1) != 0);
 }
 /// Einsum without repeated letters in one operand: every operand permuted and broadcast to the
 /// letters of the whole equation, multiplied, and summed over the letters the output lacks.

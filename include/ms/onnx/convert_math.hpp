@@ -147,16 +147,17 @@ inline std::vector<AnyTensor> Div(const NodeCtx& c) {
     c.fail(fmt::format("dtype {} is not supported", a.dtype()));
   return one(o::cast(trunc_div(a, b), a.dtype()));
 }
+/// Mod on ms's remainder (fmod=0: the divisor's sign) and fmod (fmod=1: the dividend's). float16
+/// goes through float32: the result of either is exact, so it rounds back to itself.
 inline std::vector<AnyTensor> Mod(const NodeCtx& c) {
-  const AnyTensor &a = c.in(0), &b = c.in(1);
-  const bool fmod = c.ai("fmod", 0) != 0;
+  AnyTensor a = c.in(0), b = c.in(1);
   if (a.dtype() != b.dtype()) c.fail(fmt::format("operands of dtypes {} and {}", a.dtype(), b.dtype()));
-  if (a.dtype() != DType::i32 && a.dtype() != DType::i64 && a.dtype() != DType::u8 && !is_float(a.dtype()))
-    c.fail(fmt::format("dtype {} is not supported", a.dtype()));
-  AnyTensor fa = o::cast(a, DType::f64), fb = o::cast(b, DType::f64);
-  AnyTensor q = o::div(fa, fb);
-  q = fmod ? o::mul(o::sign(q), o::floor(o::abs(q))) : o::floor(q);
-  return one(o::cast(o::sub(fa, o::mul(q, fb)), a.dtype()));
+  const DType d = a.dtype();
+  if (d == DType::f16) a = o::cast(a, DType::f32), b = o::cast(b, DType::f32);
+  else if (d != DType::i32 && d != DType::i64 && d != DType::u8 && !is_float(d))
+    c.fail(fmt::format("dtype {} is not supported", d));
+  AnyTensor y = c.ai("fmod", 0) != 0 ? o::fmod(a, b) : o::remainder(a, b);
+  return one(d == DType::f16 ? o::cast(y, d) : y);
 }
 inline std::vector<AnyTensor> Pow(const NodeCtx& c) {
   const AnyTensor& a = c.in(0);

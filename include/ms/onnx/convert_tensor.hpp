@@ -128,13 +128,7 @@ inline std::vector<AnyTensor> Tile(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   IntList rep = c.ints(1);
   if (static_cast<int>(rep.size()) != x.dim()) c.fail("repeats must have one entry per axis");
-  IntList inter, big, out;
-  for (int i = 0; i < x.dim(); ++i) {
-    inter.push_back(1); inter.push_back(x.shape()[i]);
-    big.push_back(rep[i]); big.push_back(x.shape()[i]);
-    out.push_back(rep[i] * x.shape()[i]);
-  }
-  return one(o::reshape(o::expand(o::reshape(x, inter), big), out));
+  return one(o::tile(x, rep));
 }
 /// Indices with negatives wrapped (n + i), as int64.
 inline AnyTensor wrap_index(const NodeCtx& c, std::size_t i, std::int64_t n) {
@@ -249,35 +243,14 @@ inline std::vector<AnyTensor> Trilu(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   if (x.dim() < 2) c.fail("input of rank < 2");
   const std::int64_t k = c.has(1) ? static_cast<std::int64_t>(c.scalar(1)) : 0;
-  const bool upper = c.ai("upper", 1) != 0;
-  const std::int64_t n = x.shape()[x.dim() - 2], m = x.shape()[x.dim() - 1];
-  AnyTensor mask = AnyTensor::empty(Shape{n, m}, DType::b8);
-  bool* p = static_cast<bool*>(mask.raw_data());
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < m; ++j) p[i * m + j] = upper ? j - i >= k : j - i <= k;
-  return one(o::where(mask, x, o::zeros(Shape{}, x.dtype())));
+  return one(c.ai("upper", 1) != 0 ? o::triu(x, k) : o::tril(x, k));
 }
 inline std::vector<AnyTensor> CumSum(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
-  need_float(c, x);
   const int axis = axis_of(c, static_cast<std::int64_t>(c.scalar(1)), x.dim());
-  const bool excl = c.ai("exclusive", 0) != 0, rev = c.ai("reverse", 0) != 0;
-  const std::int64_t n = x.shape()[axis];
-  // cumsum along the last axis is x @ U with U[i][j] = 1 where i contributes to j
-  AnyTensor u = AnyTensor::empty(Shape{n, n}, x.dtype());
-  visit_dtype(x.dtype(), [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T>) {
-      T* p = static_cast<T*>(u.raw_data());
-      for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = 0; j < n; ++j)
-          p[i * n + j] = (rev ? (excl ? i > j : i >= j) : (excl ? i < j : i <= j)) ? T(1) : T(0);
-    }
-  });
-  const int r = x.dim();
-  AnyTensor t = axis == r - 1 ? x : o::transpose(x, axis, r - 1);
-  AnyTensor y = o::matmul(t, u);
-  return one(axis == r - 1 ? y : o::contiguous(o::transpose(y, axis, r - 1)));
+  return one(o::cumsum(x, axis, c.ai("exclusive", 0) != 0, c.ai("reverse", 0) != 0));
 }
+/// Pad's modes on ms's pad: "edge" is ms's "replicate".
 inline std::vector<AnyTensor> Pad(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   const std::string mode = c.as("mode", "constant");
@@ -287,8 +260,9 @@ inline std::vector<AnyTensor> Pad(const NodeCtx& c) {
   const int r = x.dim();
   if (static_cast<int>(pads.size()) != 2 * r) c.fail(fmt::format("{} pads for rank {}", pads.size(), r));
   IntList b(pads.begin(), pads.begin() + r), e(pads.begin() + r, pads.end());
-  if (mode == "constant") return one(pad_constant(x, b, e, value));
-  if (mode == "edge" || mode == "reflect") return one(pad_border(c, x, b, e, mode == "reflect"));
+  if (mode == "constant") return one(o::pad_dims(x, b, e, "constant", value));
+  if (mode == "edge") return one(o::pad_dims(x, b, e, "replicate"));
+  if (mode == "reflect") return one(o::pad_dims(x, b, e, "reflect"));
   c.fail(fmt::format("mode \"{}\"", mode));
 }
 inline std::vector<AnyTensor> DepthToSpace(const NodeCtx& c) {

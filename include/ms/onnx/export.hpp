@@ -232,6 +232,65 @@ inline const std::map<std::string, Row, std::less<>>& rows() {
       {"index_select", [](Emitter& e) { set_i(e.emit("Gather", {e.in(0), e.in(1)}, {e.out()}), "axis", e.attrs().i("axis", 0)); }},
       {"embedding", [](Emitter& e) { set_i(e.emit("Gather", {e.in(0), e.in(1)}, {e.out()}), "axis", 0); }},
       {"gather", [](Emitter& e) { set_i(e.emit("GatherElements", {e.in(0), e.in(1)}, {e.out()}), "axis", e.attrs().i("axis", 0)); }},
+      {"tile", [](Emitter& e) {  // ONNX wants one count per dim: x reshaped to the output's rank, reps padded with 1s
+         ops::IntList reps = e.attrs().ints("reps");
+         const auto r = static_cast<std::size_t>(e.out_meta().shape.rank());
+         std::string x = e.in(0);
+         const ops::IntList xs = e.in_meta(0).shape.vec();
+         if (xs.size() < r) {
+           ops::IntList s(r - xs.size(), 1);
+           s.insert(s.end(), xs.begin(), xs.end());
+           x = e.value("Reshape", {x, e.const_ints(s)});
+         }
+         reps.insert(reps.begin(), r - reps.size(), 1);
+         e.emit("Tile", {x, e.const_ints(reps)}, {e.out()});
+       }},
+      {"cumsum", [](Emitter& e) {
+         auto& n = e.emit("CumSum", {e.in(0), e.const_scalar(static_cast<double>(e.attrs().i("axis")), DType::i64)}, {e.out()});
+         set_i(n, "exclusive", e.attrs().b("exclusive"));
+         set_i(n, "reverse", e.attrs().b("reverse"));
+       }},
+      {"topk", [](Emitter& e) {
+         auto& n = e.emit("TopK", {e.in(0), e.const_ints({e.attrs().i("k")})}, {e.out(0), e.out(1)});
+         set_i(n, "axis", e.attrs().i("axis", -1));
+         set_i(n, "largest", e.attrs().b("largest", true));
+         set_i(n, "sorted", e.attrs().b("sorted", true));
+       }},
+      {"triu", [](Emitter& e) {
+         set_i(e.emit("Trilu", {e.in(0), e.const_scalar(static_cast<double>(e.attrs().i("k", 0)), DType::i64)}, {e.out()}), "upper", 1);
+       }},
+      {"tril", [](Emitter& e) {
+         set_i(e.emit("Trilu", {e.in(0), e.const_scalar(static_cast<double>(e.attrs().i("k", 0)), DType::i64)}, {e.out()}), "upper", 0);
+       }},
+      {"fmod", [](Emitter& e) { set_i(e.emit("Mod", {e.in(0), e.in(1)}, {e.out()}), "fmod", 1); }},
+      {"remainder", [](Emitter& e) {
+         const DType d = e.in_meta(0).dtype;
+         if (!is_floating(d)) {
+           set_i(e.emit("Mod", {e.in(0), e.in(1)}, {e.out()}), "fmod", 0);
+           return;
+         }
+         // ONNX's Mod takes fmod=1 only for floats: r = fmod(a, b), plus b where r and b differ in sign.
+         std::string r = e.tmp();
+         set_i(e.emit("Mod", {e.in(0), e.in(1)}, {r}), "fmod", 1);
+         const std::string zero = e.const_scalar(0.0, d);
+         const std::string differ = e.value("Xor", {e.value("Less", {r, zero}), e.value("Less", {e.in(1), zero})});
+         const std::string fix = e.value("And", {differ, e.value("Not", {e.value("Equal", {r, zero})})});
+         e.emit("Where", {fix, e.value("Add", {r, e.in(1)}), r}, {e.out()});
+       }},
+      {"pad", [](Emitter& e) {
+         const auto& a = e.attrs();
+         ops::IntList pads = a.ints("begin");
+         const ops::IntList& end = a.ints("end");
+         pads.insert(pads.end(), end.begin(), end.end());
+         const std::string mode = a.has("mode") ? a.str("mode") : "constant";
+         std::vector<std::string> ins{e.in(0), e.const_ints(pads)};
+         if (mode == "constant") ins.push_back(e.const_scalar(a.f("value", 0.0), e.in_meta(0).dtype));
+         auto& n = e.emit("Pad", ins, {e.out()});
+         auto* m = n.add_attribute();
+         m->set_name("mode");
+         m->set_type(pb::AttributeProto::STRING);
+         m->set_s(mode == "replicate" ? "edge" : mode);
+       }},
       {"sum", [](Emitter& e) { reduce_row(e, "ReduceSum"); }},
       {"mean", [](Emitter& e) { reduce_row(e, "ReduceMean"); }},
       {"max", [](Emitter& e) { reduce_row(e, "ReduceMax"); }},

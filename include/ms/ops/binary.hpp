@@ -37,6 +37,50 @@ MS_FORMULA2(Ge, a >= b)
 MS_FORMULA2(LogicalAnd, a && b)
 MS_FORMULA2(LogicalOr, a || b)
 #undef MS_FORMULA2
+
+// fmod keeps the dividend's sign (C, ONNX Mod fmod=1); remainder the divisor's (Python,
+// NumPy, ONNX Mod fmod=0). Integer division by zero gives 0 (NumPy's result) instead of a
+// trap, and so does x % -1 (INT_MIN % -1 overflows in C). Batches go lane by lane: std::fmod
+// is exact, a - trunc(a / b) * b is not.
+template <class T>
+inline T fmod_scalar(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
+  else if constexpr (std::is_unsigned_v<T>) return b == 0 ? T(0) : static_cast<T>(a % b);
+  else return b == 0 || b == T(-1) ? T(0) : static_cast<T>(a % b);
+}
+template <class T>
+inline T remainder_scalar(T a, T b) {
+  T r = fmod_scalar(a, b);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (r == 0) return std::copysign(T(0), b);  // NumPy: a zero result takes the divisor's sign
+    if ((r < 0) != (b < 0)) r += b;             // NaN stays NaN
+  } else if constexpr (std::is_signed_v<T>) {
+    if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+  }
+  return r;
+}
+template <class V, class F>
+inline V per_lane2(const V& a, const V& b, F f) {
+  if constexpr (simd::is_batch_v<V>) {
+    alignas(64) simd::scalar_t<V> x[V::size], y[V::size];
+    a.store_aligned(x);
+    b.store_aligned(y);
+    for (std::size_t i = 0; i < V::size; ++i) x[i] = f(x[i], y[i]);
+    return V::load_aligned(x);
+  } else {
+    return f(a, b);
+  }
+}
+struct Fmod : NoParams {
+  using NoParams::NoParams;
+  template <class V>
+  V operator()(V a, V b) const { return per_lane2(a, b, [](auto x, auto y) { return fmod_scalar(x, y); }); }
+};
+struct Remainder : NoParams {
+  using NoParams::NoParams;
+  template <class V>
+  V operator()(V a, V b) const { return per_lane2(a, b, [](auto x, auto y) { return remainder_scalar(x, y); }); }
+};
 }  // namespace MS_ISA_NS
 }  // namespace fx
 
@@ -82,6 +126,8 @@ MS_BINARY(gt, Gt, kNumericTypes, true, 1, "a > b (bool)")
 MS_BINARY(ge, Ge, kNumericTypes, true, 1, "a >= b (bool)")
 MS_BINARY(logical_and, LogicalAnd, ops::kBoolOnly, false, 1, "a and b (bool)")
 MS_BINARY(logical_or, LogicalOr, ops::kBoolOnly, false, 1, "a or b (bool)")
+MS_BINARY(remainder, Remainder, kNumericTypes, false, 4, "a mod b with the sign of b (Python %, numpy.remainder, ONNX Mod)")
+MS_BINARY(fmod, Fmod, kNumericTypes, false, 4, "a mod b with the sign of a (C fmod, torch.fmod, ONNX Mod fmod=1)")
 #undef MS_BINARY
 
 namespace ops {
@@ -162,6 +208,8 @@ MS_TYPED_BINARY(lt, bool)
 MS_TYPED_BINARY(le, bool)
 MS_TYPED_BINARY(gt, bool)
 MS_TYPED_BINARY(ge, bool)
+MS_TYPED_BINARY(remainder, T)
+MS_TYPED_BINARY(fmod, T)
 #undef MS_TYPED_BINARY
 
 /// Elementwise and of two bool tensors.

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "binary.hpp"
+#include "indexing.hpp"
 #include "linalg.hpp"
 #include "movement.hpp"
 #include "nn.hpp"
+#include "pad.hpp"
 #include "softmax.hpp"
 #include "reduce.hpp"
 #include "unary.hpp"
@@ -136,6 +138,8 @@ MS_ANY_BINARY(lt)
 MS_ANY_BINARY(le)
 MS_ANY_BINARY(gt)
 MS_ANY_BINARY(ge)
+MS_ANY_BINARY(remainder)
+MS_ANY_BINARY(fmod)
 #undef MS_ANY_BINARY
 template <class A, class B>
   requires detail::MixedHandles<A, B>
@@ -293,6 +297,34 @@ AnyTensor index_select(const A& x, std::int64_t dim, const I& index) { return op
 template <detail::Untyped A>
 AnyTensor one_hot(const A& index, std::int64_t num_classes, DType dtype = DType::i64) {
   return ops::one_hot(index, num_classes, dtype);
+}
+template <detail::Untyped A>
+AnyTensor tile(const A& x, const ops::IntList& reps) { return ops::tile(x, reps); }
+template <detail::Untyped A>
+AnyTensor cumsum(const A& x, std::int64_t dim, bool exclusive = false, bool reverse = false) {
+  return ops::cumsum(x, dim, exclusive, reverse);
+}
+/// (values, int64 indices) of the k largest (or smallest) elements along dim.
+template <detail::Untyped A>
+std::pair<AnyTensor, AnyTensor> topk(const A& x, std::int64_t k, std::int64_t dim = -1, bool largest = true,
+                                     bool sorted = true) {
+  auto r = ops::topk(x, k, dim, largest, sorted);
+  return {r[0], r[1]};
+}
+template <detail::Untyped A>
+AnyTensor triu(const A& x, std::int64_t k = 0) { return ops::triu(x, k); }
+template <detail::Untyped A>
+AnyTensor tril(const A& x, std::int64_t k = 0) { return ops::tril(x, k); }
+/// torch.nn.functional.pad order: (before, after) pairs from the last dim backwards.
+template <detail::Untyped A>
+AnyTensor pad(const A& x, const ops::IntList& pads_last_dim_first, std::string_view mode = "constant",
+              double value = 0.0) {
+  return ops::pad(x, pads_last_dim_first, mode, value);
+}
+template <detail::Untyped A>
+AnyTensor pad_dims(const A& x, const ops::IntList& begin, const ops::IntList& end, std::string_view mode = "constant",
+                   double value = 0.0) {
+  return ops::pad_dims(x, begin, end, mode, value);
 }
 
 // ---- linear algebra and nn --------------------------------------------------------------------
