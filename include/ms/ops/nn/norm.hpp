@@ -3,7 +3,7 @@
 // running statistics in place, inside the kernel, so a replayed graph updates them too) and
 // layer_norm. Belongs here: their definitions, inference, kernels and costs, and their
 // backward ops (batch_norm_grad, layer_norm_grad). The gradient table rows live in
-// autograd/nn_rules.hpp; the other normalizations (softmax, ...) in ops/normalization.hpp.
+// autograd/nn_rules.hpp; softmax and log_softmax in ops/softmax.hpp.
 
 #include <algorithm>
 #include <cmath>
