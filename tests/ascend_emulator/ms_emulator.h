@@ -127,6 +127,10 @@ struct msEmuCounters {
   uint64_t use_after_free;        /* queued tasks that found a block freed before they ran */
   uint64_t set_device_calls;      /* successful aclrtSetDevice calls */
   uint64_t peak_concurrent_kernels; /* most kernels executing at once, over all streams, since the last reset */
+  /* HCCL (libhccl.so of the emulator, emu_hccl.cpp) */
+  uint64_t hccl_collectives;      /* HcclAllReduce/Broadcast/AllGather/ReduceScatter enqueued (not captured) */
+  uint64_t hccl_bytes;            /* bytes those collectives took from this rank's device memory */
+  uint64_t live_hccl_comms;       /* HcclCommInitRootInfo'ed, not HcclCommDestroy'ed */
 };
 
 struct msEmuLatency {
