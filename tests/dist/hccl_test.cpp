@@ -292,20 +292,10 @@ TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduce
   Fx fx;
   dist::use_hccl(emu());
   const std::int64_t in = 6, classes = 3, steps = 5;
-  ms::manual_seed(static_cast<std::uint64_t>(31 + R()));  // different inits: DataParallel broadcasts rank 0's
-  auto model = ms::nn::mlp(in, {8}, classes);
-  // One bucket per parameter (each over 16 bytes): no concat or slice, every bucket one HCCL call.
-  dist::DataParallel dp(model, {.bucket_bytes = 16});
+  // The reference: one process, the whole global batch, every step, from rank 0's init.
+  ms::manual_seed(31);
   auto ref = ms::nn::mlp(in, {8}, classes);
-  ref->load_state_dict(model->state_dict());
-  ms::optim::Adam opt(model->parameters(), 1e-2);
   ms::optim::Adam ref_opt(ref->parameters(), 1e-2);
-  auto step = [&](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
-    Tensor<float> loss = ms::cross_entropy(dp(x), y);
-    opt.step(dp.reduce_gradients(ms::autograd::grad(loss, dp.parameters())));
-    return dist::all_reduce(loss, ReduceOp::mean);
-  };
-  // The reference: one process, the whole global batch, every step.
   std::vector<float> ref_loss;
   for (int s = 0; s < steps; ++s) {
     Data gb = global_batch(s, in, classes);
@@ -313,44 +303,69 @@ TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduce
     ref_opt.step(ms::autograd::grad(l, ref->parameters_any()));
     ref_loss.push_back(l.item());
   }
-  // Step 0 runs on the host while tracing (MPI); steps 1..4 are sunk on the device (HCCL).
-  Data first = local_part(global_batch(0, in, classes));
-  auto ex = ms::backend::compile_for_device(ms::backend::trace(step, first.x, first.y), emu());
-  const std::string dump = ex.dump();
-  INFO(dump);
-  CHECK(ex.num_host_nodes() == 0);
-  std::size_t reduces = 0;
-  for (std::size_t k = 0; k < ex.graph().nodes().size(); ++k)
-    if (ex.graph().nodes()[k].op == &dist::all_reduce_op) {
-      ++reduces;
-      CHECK(ex.placements()[k].engine == ms::backend::Engine::ai_core);
-      CHECK(ex.placements()[k].reason == "device kernel");
+  for (bool capture : {false, true}) {
+    INFO((capture ? "captured" : "uncaptured") << " iteration");
+    ms::manual_seed(static_cast<std::uint64_t>(31 + R()));  // different inits: DataParallel broadcasts rank 0's
+    auto model = ms::nn::mlp(in, {8}, classes);
+    // One bucket per parameter (each over 16 bytes): no concat or slice, every bucket one HCCL call.
+    dist::DataParallel dp(model, {.bucket_bytes = 16});
+    ms::optim::Adam opt(model->parameters(), 1e-2);
+    auto step = [&](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
+      Tensor<float> loss = ms::cross_entropy(dp(x), y);
+      opt.step(dp.reduce_gradients(ms::autograd::grad(loss, dp.parameters())));
+      return dist::all_reduce(loss, ReduceOp::mean);
+    };
+    // Step 0 runs on the host while tracing (MPI); steps 1..4 are sunk on the device (HCCL).
+    Data first = local_part(global_batch(0, in, classes));
+    ms::backend::DeviceCompileOptions opt_c;
+    opt_c.capture = capture;
+    opt_c.max_streams = capture ? 1 : 4;
+    auto ex = ms::backend::compile_for_device(ms::backend::trace(step, first.x, first.y), emu(), opt_c);
+    const std::string dump = ex.dump();
+    INFO(dump);
+    CHECK(ex.num_host_nodes() == 0);
+    std::size_t reduces = 0;
+    for (std::size_t k = 0; k < ex.graph().nodes().size(); ++k)
+      if (ex.graph().nodes()[k].op == &dist::all_reduce_op) {
+        ++reduces;
+        CHECK(ex.placements()[k].engine == ms::backend::Engine::ai_core);
+        CHECK(ex.placements()[k].reason == "device kernel");
+      }
+    CHECK(reduces == dp.buckets().size() + 1);
+    std::vector<AnyTensor> xs, ys;
+    for (int s = 1; s < steps; ++s) {
+      Data l = local_part(global_batch(s, in, classes));
+      xs.push_back(l.x);
+      ys.push_back(l.y);
     }
-  CHECK(reduces == dp.buckets().size() + 1);
-  std::vector<AnyTensor> xs, ys;
-  for (int s = 1; s < steps; ++s) {
-    Data l = local_part(global_batch(s, in, classes));
-    xs.push_back(l.x);
-    ys.push_back(l.y);
-  }
-  const AnyTensor X = ms::ops::concat(std::span<const AnyTensor>(xs), 0);
-  const AnyTensor Y = ms::ops::concat(std::span<const AnyTensor>(ys), 0);
-  emu().synchronize_all();
-  ctl().ResetCounters();
-  auto r = ex.run_sunk(std::vector<AnyTensor>{X, Y});
-  const msEmuCounters c = counters();
-  CHECK(r.sinks == 1);
-  CHECK(c.hccl_collectives == static_cast<std::uint64_t>((steps - 1) * reduces));
-  CHECK(c.h2d_copies == 2);  // the sink's inputs, once
-  CHECK(c.d2h_copies == 1);  // its losses, once: no gradient went through the host
-  REQUIRE(r.outputs[0].shape() == Shape{steps - 1});
-  const auto got = Tensor<float>(r.outputs[0]).to_vector();
-  for (int s = 1; s < steps; ++s) CHECK(got[static_cast<std::size_t>(s - 1)] == Approx(ref_loss[static_cast<std::size_t>(s)]).epsilon(1e-4));
-  ex.sync_params_to_host();
-  const auto mp = model->parameters(), rp = ref->parameters();
-  for (std::size_t k = 0; k < mp.size(); ++k) {
-    const auto a = mp[k].to_vector(), b = rp[k].to_vector();
-    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-4).margin(1e-5));
+    const AnyTensor X = ms::ops::concat(std::span<const AnyTensor>(xs), 0);
+    const AnyTensor Y = ms::ops::concat(std::span<const AnyTensor>(ys), 0);
+    emu().synchronize_all();
+    ctl().ResetCounters();
+    auto r = ex.run_sunk(std::vector<AnyTensor>{X, Y});
+    const msEmuCounters c = counters();
+    const bool captured = capture && emu().can_capture();
+    CHECK(ex.captured() == captured);
+    CHECK(r.sinks == 1);
+    if (captured) {
+      // One iteration recorded (its collectives included), replayed once per step.
+      CHECK(c.capture_replays == static_cast<std::uint64_t>(steps - 1));
+      CHECK(c.hccl_collectives == 0);
+    } else {
+      CHECK(c.hccl_collectives == static_cast<std::uint64_t>((steps - 1) * reduces));
+    }
+    CHECK(c.h2d_copies == 2);  // the sink's inputs, once
+    CHECK(c.d2h_copies == 1);  // its losses, once: no gradient went through the host
+    REQUIRE(r.outputs[0].shape() == Shape{steps - 1});
+    const auto got = Tensor<float>(r.outputs[0]).to_vector();
+    for (int s = 1; s < steps; ++s)
+      CHECK(got[static_cast<std::size_t>(s - 1)] == Approx(ref_loss[static_cast<std::size_t>(s)]).epsilon(1e-4));
+    ex.sync_params_to_host();
+    const auto mp = model->parameters(), rp = ref->parameters();
+    for (std::size_t k = 0; k < mp.size(); ++k) {
+      const auto a = mp[k].to_vector(), b = rp[k].to_vector();
+      for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-4).margin(1e-5));
+    }
   }
 }
 
