@@ -165,6 +165,25 @@ TEST_CASE("HCCL broadcast, all_gather and reduce_scatter against the hand-comput
   }
 }
 
+TEST_CASE("HCCL over a sub-group: its members reduce among themselves", "[hccl]") {
+  Fx fx;
+  if (W() < 2) return;
+  // World ranks {W-1, 0}, in that order: group rank 0 (who makes the root info) is the last rank.
+  const dist::Group sub = dist::new_group({W() - 1, 0});
+  if (!sub.contains_self()) return;
+  dist::HcclGroup g(sub, emu());
+  CHECK(g.comm().size() == 2);
+  CHECK(g.comm().rank() == (R() == 0 ? 1 : 0));
+  AnyTensor x = ms::backend::to(host_values(R(), 4, DType::f32), kNpu);
+  g.all_reduce_(x, ReduceOp::sum);
+  const auto got = to_doubles(x);
+  for (std::int64_t i = 0; i < 4; ++i) CHECK(got[static_cast<std::size_t>(i)] == value(0, i) + value(W() - 1, i));
+  AnyTensor y = ms::backend::to(host_values(R(), 3, DType::f32), kNpu);
+  g.broadcast_(y, 0);  // group rank 0: world rank W-1
+  const auto gy = to_doubles(y);
+  for (std::int64_t i = 0; i < 3; ++i) CHECK(gy[static_cast<std::size_t>(i)] == value(W() - 1, i));
+}
+
 TEST_CASE("HCCL: device-resident gradients are all-reduced without a host round trip", "[hccl]") {
   Fx fx;
   dist::HcclGroup& g = world_hccl();
