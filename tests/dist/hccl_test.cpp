@@ -260,6 +260,22 @@ TEST_CASE("HCCL: ranks that pass different sizes fail on every rank, naming both
   for (std::int64_t i = 0; i < 3; ++i) CHECK(got[static_cast<std::size_t>(i)] == reference(ReduceOp::max, i));
 }
 
+TEST_CASE("HCCL: a rank whose peers never make the call fails after the timeout, naming itself", "[hccl]") {
+  Fx fx;
+  if (W() < 2) return;
+  // A communicator of its own: after a timeout a communicator is unusable.
+  const dist::Group pair = dist::new_group({0, 1});
+  if (!pair.contains_self()) return;
+  dist::HcclGroup g(pair, emu());
+  if (R() != 1) return;  // rank 0 never calls
+  setenv("MS_EMU_HCCL_TIMEOUT", "1", 1);
+  AnyTensor x = ms::backend::to(host_values(R(), 4, DType::f32), kNpu);
+  g.all_reduce_(x, ReduceOp::sum);
+  const std::string err = thrown<ms::BackendError>([] { emu().synchronize(emu().eager_stream()); });
+  setenv("MS_EMU_HCCL_TIMEOUT", "60", 1);
+  CHECK_THAT(err, Contains("HcclAllReduce: rank 1 of 2 waited 1 s for the other ranks"));
+}
+
 // ---- the collective ops through HCCL (use_hccl): eager, and in a sunk training step ------
 
 namespace {
