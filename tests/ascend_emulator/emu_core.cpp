@@ -568,7 +568,7 @@ MS_EMU_API void msEmuResetCounters(void) {
   for (auto* a : {&c.launches, &c.captured_tasks, &c.h2d_copies, &c.d2h_copies, &c.d2d_copies,
                   &c.h2h_copies, &c.h2d_bytes, &c.d2h_bytes, &c.d2d_bytes, &c.memsets, &c.syncs,
                   &c.capture_replays, &c.aicpu_launches, &c.pageable_async_copies, &c.use_after_free,
-                  &c.set_device_calls}) {
+                  &c.set_device_calls, &c.hccl_collectives, &c.hccl_bytes}) {
     a->store(0);
   }
   c.peak_running_kernels.store(c.running_kernels.load());
@@ -598,6 +598,9 @@ MS_EMU_API void msEmuGetCounters(struct msEmuCounters* out) {
   out->use_after_free = c.use_after_free;
   out->set_device_calls = c.set_device_calls;
   out->peak_concurrent_kernels = c.peak_running_kernels;
+  out->hccl_collectives = c.hccl_collectives;
+  out->hccl_bytes = c.hccl_bytes;
+  out->live_hccl_comms = c.live_hccl_comms;
   {
     DeviceMemory& m = mem();
     std::lock_guard lk(m.mu);

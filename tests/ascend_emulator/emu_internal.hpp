@@ -17,6 +17,9 @@
 #include "ms_emulator.h"
 
 #define MS_EMU_API extern "C" __attribute__((visibility("default")))
+/// The internals that the emulator's HCCL library (libhccl.so, emu_hccl.cpp) uses: exported
+/// from libms_ascend_emulator.so so that both work on the same device memory and streams.
+#define MS_EMU_INTERNAL __attribute__((visibility("default")))
 
 // Every exported AscendCL function is declared here from the same lists as the
 // loader's table, so a definition with a different signature fails to compile.
@@ -38,15 +41,15 @@ using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------- errors
 /// printf-style formatting into a std::string.
-std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+MS_EMU_INTERNAL std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 /// Records `msg` as the calling thread's recent error message and returns `code`.
-int fail(int code, std::string msg);
+MS_EMU_INTERNAL int fail(int code, std::string msg);
 /// Takes the calling thread's pending message (empty if none).
-std::string take_error();
+MS_EMU_INTERNAL std::string take_error();
 
 // ---------------------------------------------------------------- runtime state
 /// ACL_SUCCESS, or the error (recorded) when aclInit/aclrtSetDevice are missing.
-int check_context(const char* fn);
+MS_EMU_INTERNAL int check_context(const char* fn);
 
 // ---------------------------------------------------------------- SoC profile
 /// What one chip generation's runtime and kernels accept (emu_soc.cpp).
@@ -72,21 +75,23 @@ struct Counters {
   std::atomic<uint64_t> aicpu_launches{0};
   std::atomic<uint64_t> pageable_async_copies{0}, use_after_free{0}, set_device_calls{0};
   std::atomic<uint64_t> running_kernels{0}, peak_running_kernels{0};  ///< kernels executing now / at most
+  // HCCL (emu_hccl.cpp): collectives enqueued, the bytes each contributed, live communicators.
+  std::atomic<uint64_t> hccl_collectives{0}, hccl_bytes{0}, live_hccl_comms{0};
 };
-Counters& counters();
+MS_EMU_INTERNAL Counters& counters();
 /// Gauges owned by other translation units.
 void fill_stream_gauges(msEmuCounters& out);
 void fill_handle_gauges(msEmuCounters& out);
 void fill_single_op_gauges(msEmuCounters& out);
 
 // ---------------------------------------------------------------- latency
-uint64_t launch_ns();
+MS_EMU_INTERNAL uint64_t launch_ns();
 /// Modelled duration of an AI CPU task over `elements` operand elements (launch included).
 uint64_t aicpu_ns(uint64_t elements);
 uint64_t sync_ns();
 /// Modelled duration of a copy of `bytes`; `host_device` adds the fixed cost.
 uint64_t copy_ns(uint64_t bytes, bool host_device);
-void sleep_ns(uint64_t ns);
+MS_EMU_INTERNAL void sleep_ns(uint64_t ns);
 
 // ---------------------------------------------------------------- faults
 /// Counts one event of `kind`; true when the armed fault fires (then disarms it).
@@ -105,11 +110,11 @@ using AllocRef = std::shared_ptr<Allocation>;
 bool is_device_address(const void* p);
 /// Translates the device range [p, p + bytes) to host memory. On failure records
 /// "<fn>: <what> ..." and returns ACL_ERROR_RT_PARAM_INVALID.
-int resolve(const void* p, size_t bytes, const char* fn, const char* what, AllocRef& ref,
+MS_EMU_INTERNAL int resolve(const void* p, size_t bytes, const char* fn, const char* what, AllocRef& ref,
             std::byte*& host);
 
 // ---------------------------------------------------------------- streams
-enum class TaskKind { Kernel, Copy, Memset, EventRecord, EventWait, Replay };
+enum class TaskKind { Kernel, Copy, Memset, EventRecord, EventWait, Replay, Collective };
 
 struct Task {
   TaskKind kind = TaskKind::Kernel;
@@ -128,7 +133,7 @@ int drain_stream(aclrtStream stream, const char* fn);
 int run_task_body(const Task& task);
 /// Enqueues `task` on `stream` (nullptr = default stream), or records it when the
 /// stream is capturing (*captured = true). Errors are recorded under `fn`.
-int enqueue(aclrtStream stream, Task task, const char* fn, bool* captured);
+MS_EMU_INTERNAL int enqueue(aclrtStream stream, Task task, const char* fn, bool* captured);
 /// Waits for every stream; returns the first stream error (and clears them).
 int synchronize_all(const char* fn);
 

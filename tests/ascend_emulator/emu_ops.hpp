@@ -64,11 +64,11 @@ namespace msemu {
 
 // ---------------------------------------------------------------- dtypes
 /// Bytes per element, or 0 for dtypes the emulator does not compute with.
-size_t dtype_size(aclDataType dt);
+MS_EMU_INTERNAL size_t dtype_size(aclDataType dt);
 bool is_floating(aclDataType dt);
 const char* dtype_name(aclDataType dt);
-double load(aclDataType dt, const std::byte* p);
-void store(aclDataType dt, std::byte* p, double v);
+MS_EMU_INTERNAL double load(aclDataType dt, const std::byte* p);
+MS_EMU_INTERNAL void store(aclDataType dt, std::byte* p, double v);
 
 int64_t numel(const std::vector<int64_t>& dims);
 std::string shape_str(const std::vector<int64_t>& dims);

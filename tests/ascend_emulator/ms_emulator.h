@@ -81,6 +81,17 @@
  * Relu no double and no uint8, Neg no uint8 (ACLNN_ERR_PARAM_INVALID naming the SoC);
  * without capture aclmdlRICaptureBegin answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT.
  * All functions here are thread-safe.
+ *
+ * HCCL (libhccl.so beside this library, emu_hccl.cpp): communicators across the processes
+ * of one machine through POSIX shared memory named by the root info. A collective counts
+ * in hccl_collectives and hccl_bytes (the bytes it takes from this rank's device memory)
+ * when it is issued, not when captured, and touches no copy counter: device data moves
+ * between the processes directly. Collectives of one communicator run in issue order on
+ * their streams' workers; ranks that make different calls fail every stream's next
+ * synchronize (ACL_ERROR_RT_INTERNAL_ERROR, the message naming both calls); a rank that
+ * waits $MS_EMU_HCCL_TIMEOUT seconds (default 60) for the others fails with HCCL_E_TIMEOUT
+ * and the communicator is unusable afterwards. A collective skipped because its stream
+ * had already failed also leaves the communicator unusable (the later ones time out).
  */
 #ifndef MS_ASCEND_EMULATOR_H_
 #define MS_ASCEND_EMULATOR_H_
@@ -127,6 +138,10 @@ struct msEmuCounters {
   uint64_t use_after_free;        /* queued tasks that found a block freed before they ran */
   uint64_t set_device_calls;      /* successful aclrtSetDevice calls */
   uint64_t peak_concurrent_kernels; /* most kernels executing at once, over all streams, since the last reset */
+  /* HCCL (libhccl.so of the emulator, emu_hccl.cpp) */
+  uint64_t hccl_collectives;      /* HcclAllReduce/Broadcast/AllGather/ReduceScatter enqueued (not captured) */
+  uint64_t hccl_bytes;            /* bytes those collectives took from this rank's device memory */
+  uint64_t live_hccl_comms;       /* HcclCommInitRootInfo'ed, not HcclCommDestroy'ed */
 };
 
 struct msEmuLatency {

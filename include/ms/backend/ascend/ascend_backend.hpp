@@ -122,6 +122,10 @@ class AscendBackend final : public Backend {
     void* p = dev_pool_->get(nbytes);
     return Storage::borrowed(p, nbytes, device(), [pool = dev_pool_](void* q) { pool->put(q); });
   }
+  /// Records that work queued now on `s` uses the device block that holds `p`: given back
+  /// before that work has run, the block waits for it. For work that a caller enqueues
+  /// itself (HCCL collectives: hccl_comm.hpp).
+  void note_use(const void* p, const Stream& s) { dev_pool_->note_use(p, s.raw()); }
   /// Reuse statistics of device memory (a freed block waits for the streams that used it).
   PoolStats memory_stats() const { return dev_pool_->stats(); }
   /// The same for the pinned host staging buffers of asynchronous copies.
