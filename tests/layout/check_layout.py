@@ -32,7 +32,7 @@ ALLOWED = {
     "nn": {"core", "ops", "autograd"},
     "optim": {"core", "ops", "autograd", "nn"},
     "tools": {"core", "ops", "graph", "backend"},
-    "dist": {"core", "ops", "autograd", "graph", "nn", "optim", "data", "."},
+    "dist": {"core", "ops", "autograd", "graph", "backend", "backend/ascend", "nn", "optim", "data", "."},
     "onnx": {"core", "ops", "autograd", "graph", "backend", "backend/cpu", "."},
     ".": {"core", "ops", "autograd", "graph", "backend", "backend/cpu", "backend/ascend", "data", "nn", "optim",
           "tools", "dist", "onnx"},
