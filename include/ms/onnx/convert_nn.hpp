@@ -470,6 +470,46 @@ inline std::vector<AnyTensor> SoftmaxCrossEntropyLoss(const NodeCtx& c) {
 
 // ---- recurrent layers --------------------------------------------------------------------------
 
+/// One step of an RNN (Kind 0), GRU (1) or LSTM (2) cell: the new state (and cell) from the
+/// input projection gx = x W^T (+ Wb), the state h and cell of the previous step, the
+/// recurrence weights R (and bias Rb, LSTM peepholes P) and activations a[] applied by act.
+template <int Kind, class Act>
+std::pair<AnyTensor, AnyTensor> recurrent_step(const AnyTensor& gx, const AnyTensor& h, const AnyTensor& cell,
+                                               const AnyTensor& R, const AnyTensor& Rb, const AnyTensor& P,
+                                               std::int64_t H, const std::string* a, bool linear_before_reset,
+                                               Act&& act) {
+  auto gate = [&](const AnyTensor& m, std::int64_t k) { return o::slice(m, 1, k * H, (k + 1) * H); };
+  auto wrow = [&](const AnyTensor& w, std::int64_t k) { return o::slice(w, 0, k * H, (k + 1) * H); };
+  AnyTensor hn, cn;
+  if (Kind == 0) {
+    hn = act(a[0], o::add(gx, o::linear(h, R, Rb.defined() ? Rb : AnyTensor())));
+  } else if (Kind == 1) {
+    // z, r from x and h; the candidate h applies r before or after R (linear_before_reset).
+    AnyTensor hz = o::linear(h, wrow(R, 0), Rb.defined() ? wrow(Rb, 0) : AnyTensor());
+    AnyTensor hr = o::linear(h, wrow(R, 1), Rb.defined() ? wrow(Rb, 1) : AnyTensor());
+    AnyTensor z = act(a[0], o::add(gate(gx, 0), hz)), r = act(a[0], o::add(gate(gx, 1), hr));
+    AnyTensor hh;
+    if (linear_before_reset)
+      hh = o::mul(r, o::linear(h, wrow(R, 2), Rb.defined() ? wrow(Rb, 2) : AnyTensor()));
+    else
+      hh = o::linear(o::mul(r, h), wrow(R, 2), Rb.defined() ? wrow(Rb, 2) : AnyTensor());
+    AnyTensor cand = act(a[1], o::add(gate(gx, 2), hh));
+    hn = o::add(o::mul(o::sub(1.0, z), cand), o::mul(z, h));
+  } else {
+    AnyTensor gh = o::add(gx, o::linear(h, R, Rb.defined() ? Rb : AnyTensor()));
+    AnyTensor gi = gate(gh, 0), go = gate(gh, 1), gf = gate(gh, 2), gc = gate(gh, 3);
+    if (P.defined()) {
+      gi = o::add(gi, o::mul(o::slice(P, 0, 0, H), cell));
+      gf = o::add(gf, o::mul(o::slice(P, 0, 2 * H, 3 * H), cell));
+    }
+    AnyTensor i = act(a[0], gi), f = act(a[0], gf), cc = act(a[1], gc);
+    cn = o::add(o::mul(f, cell), o::mul(i, cc));
+    if (P.defined()) go = o::add(go, o::mul(o::slice(P, 0, H, 2 * H), cn));
+    hn = o::mul(act(a[0], go), act(a[2], cn));
+  }
+  return {hn, cn};
+}
+
 /// RNN (Kind 0), GRU (1) and LSTM (2), unrolled over the (static) sequence: one linear() per gate
 /// block and step. Directions forward, reverse and bidirectional; sequence_lens masks the steps
 /// past each entry's length (a reverse direction runs on the per-entry reversed sequence).
@@ -554,8 +594,6 @@ std::vector<AnyTensor> recurrent(const NodeCtx& c) {
       Rb = o::slice(Bd, 0, G * H, 2 * G * H);
     }
     if (Kind == 2 && c.has(7)) P = dir_slice(7, d);
-    auto gate = [&](const AnyTensor& m, std::int64_t k) { return o::slice(m, 1, k * H, (k + 1) * H); };
-    auto wrow = [&](const AnyTensor& w, std::int64_t k) { return o::slice(w, 0, k * H, (k + 1) * H); };
     AnyTensor xs = backward ? rev(X) : X;
     AnyTensor h = init(5, d), cell = Kind == 2 ? init(6, d) : AnyTensor();
     const std::string* a = &acts[static_cast<std::size_t>(d) * dflt.size()];
@@ -563,33 +601,7 @@ std::vector<AnyTensor> recurrent(const NodeCtx& c) {
     for (std::int64_t t = 0; t < T; ++t) {
       AnyTensor xt = o::reshape(o::slice(xs, 0, t, t + 1), {Bn, X.shape()[2]});
       AnyTensor gx = o::linear(xt, W, Wb.defined() ? Wb : AnyTensor());
-      AnyTensor hn, cn;
-      if (Kind == 0) {
-        hn = act(a[0], o::add(gx, o::linear(h, R, Rb.defined() ? Rb : AnyTensor())));
-      } else if (Kind == 1) {
-        // z, r from x and h; the candidate h applies r before or after R (linear_before_reset).
-        AnyTensor hz = o::linear(h, wrow(R, 0), Rb.defined() ? wrow(Rb, 0) : AnyTensor());
-        AnyTensor hr = o::linear(h, wrow(R, 1), Rb.defined() ? wrow(Rb, 1) : AnyTensor());
-        AnyTensor z = act(a[0], o::add(gate(gx, 0), hz)), r = act(a[0], o::add(gate(gx, 1), hr));
-        AnyTensor hh;
-        if (c.ai("linear_before_reset", 0))
-          hh = o::mul(r, o::linear(h, wrow(R, 2), Rb.defined() ? wrow(Rb, 2) : AnyTensor()));
-        else
-          hh = o::linear(o::mul(r, h), wrow(R, 2), Rb.defined() ? wrow(Rb, 2) : AnyTensor());
-        AnyTensor cand = act(a[1], o::add(gate(gx, 2), hh));
-        hn = o::add(o::mul(o::sub(1.0, z), cand), o::mul(z, h));
-      } else {
-        AnyTensor gh = o::add(gx, o::linear(h, R, Rb.defined() ? Rb : AnyTensor()));
-        AnyTensor gi = gate(gh, 0), go = gate(gh, 1), gf = gate(gh, 2), gc = gate(gh, 3);
-        if (P.defined()) {
-          gi = o::add(gi, o::mul(o::slice(P, 0, 0, H), cell));
-          gf = o::add(gf, o::mul(o::slice(P, 0, 2 * H, 3 * H), cell));
-        }
-        AnyTensor i = act(a[0], gi), f = act(a[0], gf), cc = act(a[1], gc);
-        cn = o::add(o::mul(f, cell), o::mul(i, cc));
-        if (P.defined()) go = o::add(go, o::mul(o::slice(P, 0, H, 2 * H), cn));
-        hn = o::mul(act(a[0], go), act(a[2], cn));
-      }
+      auto [hn, cn] = recurrent_step<Kind>(gx, h, cell, R, Rb, P, H, a, c.ai("linear_before_reset", 0) != 0, act);
       if (masked) {
         // Past an entry's length the state stays and the output is 0.
         AnyTensor m = o::reshape(o::slice(mask_all, 0, t, t + 1), {Bn, 1});
