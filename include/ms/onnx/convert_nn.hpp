@@ -470,6 +470,15 @@ inline std::vector<AnyTensor> SoftmaxCrossEntropyLoss(const NodeCtx& c) {
 
 // ---- recurrent layers --------------------------------------------------------------------------
 
+/// (T, B, 1) bool: step t is inside entry b's sequence of length lens[b].
+inline AnyTensor sequence_mask(const IntList& lens, std::int64_t T) {
+  const auto Bn = static_cast<std::int64_t>(lens.size());
+  AnyTensor m = AnyTensor::empty(Shape{T, Bn, 1}, DType::b8);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < Bn; ++b) static_cast<bool*>(m.raw_data())[t * Bn + b] = t < lens[static_cast<std::size_t>(b)];
+  return m;
+}
+
 /// One step of an RNN (Kind 0), GRU (1) or LSTM (2) cell: the new state (and cell) from the
 /// input projection gx = x W^T (+ Wb), the state h and cell of the previous step, the
 /// recurrence weights R (and bias Rb, LSTM peepholes P) and activations a[] applied by act.
@@ -554,12 +563,7 @@ std::vector<AnyTensor> recurrent(const NodeCtx& c) {
     lens = c.ints(4);
     for (auto l : lens) masked = masked || l != T;
   }
-  AnyTensor mask_all;  // (T, B, 1) bool: step t is inside entry b's sequence
-  if (masked) {
-    mask_all = AnyTensor::empty(Shape{T, Bn, 1}, DType::b8);
-    for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t b = 0; b < Bn; ++b) static_cast<bool*>(mask_all.raw_data())[t * Bn + b] = t < lens[static_cast<std::size_t>(b)];
-  }
+  const AnyTensor mask_all = masked ? sequence_mask(lens, T) : AnyTensor();
   auto rev = [&](const AnyTensor& v) {  // per-entry reversal of (T, B, ...) over the first lens[b] steps
     IntList idx;
     for (std::int64_t t = 0; t < T; ++t)
