@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <ms/dist.hpp>
+#include "reduce_reference.hpp"
 
 #include <cmath>
 #include <csignal>
@@ -43,19 +44,7 @@ Tensor<T> rank_tensor(int r, std::int64_t n) {
   return ms::from_vector<T>(v, Shape{n});
 }
 
-double reference(ReduceOp op, std::int64_t i) {
-  double acc = value(0, i);
-  for (int r = 1; r < W(); ++r) {
-    const double v = value(r, i);
-    switch (op) {
-      case ReduceOp::sum: case ReduceOp::mean: acc += v; break;
-      case ReduceOp::max: acc = std::max(acc, v); break;
-      case ReduceOp::min: acc = std::min(acc, v); break;
-      case ReduceOp::prod: acc *= v; break;
-    }
-  }
-  return op == ReduceOp::mean ? acc / W() : acc;
-}
+double reference(ReduceOp op, std::int64_t i) { return ms_dist_test::reduce_reference(op, W(), i, value); }
 
 template <class T>
 void check_all_reduce(ReduceOp op) {

@@ -12,6 +12,7 @@
 
 #include <ms/dist.hpp>
 #include <ms/dist/hccl.hpp>
+#include "reduce_reference.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -44,19 +45,7 @@ const Device kNpu = Device::ascend(0);
 /// The value rank r holds at element i (small integers: exact in every dtype and reduction).
 double value(int r, std::int64_t i) { return static_cast<double>((r + 1) * (i % 5 + 1) - 2 * (i % 5)); }
 
-double reference(ReduceOp op, std::int64_t i) {
-  double acc = value(0, i);
-  for (int r = 1; r < W(); ++r) {
-    const double v = value(r, i);
-    switch (op) {
-      case ReduceOp::sum: case ReduceOp::mean: acc += v; break;
-      case ReduceOp::max: acc = std::max(acc, v); break;
-      case ReduceOp::min: acc = std::min(acc, v); break;
-      case ReduceOp::prod: acc *= v; break;
-    }
-  }
-  return op == ReduceOp::mean ? acc / W() : acc;
-}
+double reference(ReduceOp op, std::int64_t i) { return ms_dist_test::reduce_reference(op, W(), i, value); }
 
 /// Rank r's values as a host tensor of dtype d.
 AnyTensor host_values(int r, std::int64_t n, DType d, std::int64_t first = 0) {

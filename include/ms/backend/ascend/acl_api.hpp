@@ -168,6 +168,22 @@ struct OpenedLibs {
   }
 };
 
+/// dlopens each library of `names` in order; the ones that fail are listed with dlerror's
+/// text. RTLD_GLOBAL: CANN's own plugins resolve symbols across these libraries.
+inline OpenedLibs open_libs(const std::vector<std::string>& names) {
+  OpenedLibs opened;
+  for (const auto& name : names) {
+    if (void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_GLOBAL)) {
+      opened.handles.push_back(h);
+      opened.opened.push_back(name);
+    } else {
+      const char* err = ::dlerror();
+      opened.failures.push_back(fmt::format("{} ({})", name, err ? err : "unknown error"));
+    }
+  }
+  return opened;
+}
+
 template <typename Fn>
 void bind(Fn*& slot, const OpenedLibs& libs, const char* symbol) {
   // dlsym hands back an object pointer; POSIX guarantees it converts to a function pointer.
@@ -186,17 +202,7 @@ inline AclApi load_acl_api(const std::string& libs) {
   const auto names = detail::split_libs(libs);
   if (names.empty()) MS_THROW(BackendError, "Ascend: empty library list '{}'", libs);
 
-  detail::OpenedLibs opened;
-  for (const auto& name : names) {
-    // RTLD_GLOBAL: CANN's own plugins resolve symbols across these libraries.
-    if (void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_GLOBAL)) {
-      opened.handles.push_back(h);
-      opened.opened.push_back(name);
-    } else {
-      const char* err = ::dlerror();
-      opened.failures.push_back(fmt::format("{} ({})", name, err ? err : "unknown error"));
-    }
-  }
+  detail::OpenedLibs opened = detail::open_libs(names);
   if (opened.handles.empty()) {
     MS_THROW(BackendError,
              "Ascend: could not load any AscendCL library: {} (set {} to the libraries to use)",

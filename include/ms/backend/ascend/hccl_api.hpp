@@ -41,16 +41,7 @@ inline HcclApi load_hccl_api(const std::string& libs) {
   const auto names = detail::split_libs(libs);
   MS_CHECK(!names.empty(), BackendError, "HCCL: empty library list '{}' (set {} to libhccl.so's path)", libs,
            kHcclLibsEnv);
-  detail::OpenedLibs opened;
-  for (const auto& name : names) {
-    if (void* h = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_GLOBAL)) {
-      opened.handles.push_back(h);
-      opened.opened.push_back(name);
-    } else {
-      const char* err = ::dlerror();
-      opened.failures.push_back(fmt::format("{} ({})", name, err ? err : "unknown error"));
-    }
-  }
+  detail::OpenedLibs opened = detail::open_libs(names);
   MS_CHECK(!opened.handles.empty(), BackendError,
            "HCCL: could not load libhccl.so, the collective communication library of CANN: {} (install CANN's "
            "HCCL, or set {} to the library to use)",
