@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <limits>
 #include <mutex>
 #include <type_traits>
@@ -162,6 +163,19 @@ inline DefaultGeneratorSlot& default_generator_slot() {
 inline LockedGenerator default_generator() {
   auto& slot = detail::default_generator_slot();
   return LockedGenerator(slot.mu, slot.gen);
+}
+
+/// Calls f(generator): a local generator seeded with `seed` when there is one (a random op
+/// with a "seed" attribute), else the process-wide default generator, locked for the call.
+template <class F>
+void with_generator(std::optional<std::int64_t> seed, F&& f) {
+  if (seed) {
+    Generator g(static_cast<std::uint64_t>(*seed));
+    f(g);
+  } else {
+    auto g = default_generator();
+    f(*g);
+  }
 }
 
 /// Reseeds the default generator (like torch.manual_seed / mindspore.set_seed).

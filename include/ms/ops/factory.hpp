@@ -222,18 +222,6 @@ inline std::int64_t arange_length(const OpDef& op, const Attrs& a, DType d) {
   return is_floating(d) ? float_range(op, a).n : int_range(op, a, d).n;
 }
 
-/// A local generator when the op has a "seed" attribute, else the locked default generator.
-template <class F>
-void with_generator(const Attrs& a, F&& f) {
-  if (a.has("seed")) {
-    Generator g(static_cast<std::uint64_t>(a.i("seed")));
-    f(g);
-  } else {
-    auto g = default_generator();
-    f(*g);
-  }
-}
-
 }  // namespace creation_detail
 
 // fill: attrs shape, dtype, value. Serves zeros/ones/full for every storage dtype.
@@ -368,7 +356,7 @@ MS_REGISTRATION(const OpDef& rand_op, registry().add([] {
       if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
         T* out = static_cast<T*>(y.raw_data());
         std::int64_t n = y.numel();
-        creation_detail::with_generator(k.attrs, [&](Generator& g) {
+        with_generator(k.attrs.maybe_i("seed"), [&](Generator& g) {
           for (std::int64_t i = 0; i < n; ++i) out[i] = g.uniform_as<T>();
         });
       } else {
@@ -395,7 +383,7 @@ MS_REGISTRATION(const OpDef& randn_op, registry().add([] {
       if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
         T* out = static_cast<T*>(y.raw_data());
         std::int64_t n = y.numel();
-        creation_detail::with_generator(k.attrs, [&](Generator& g) {
+        with_generator(k.attrs.maybe_i("seed"), [&](Generator& g) {
           for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(g.normal());
         });
       } else {
@@ -432,7 +420,7 @@ MS_REGISTRATION(const OpDef& randint_op, registry().add([] {
       if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
         T* out = static_cast<T*>(y.raw_data());
         std::int64_t n = y.numel();
-        creation_detail::with_generator(k.attrs, [&](Generator& g) {
+        with_generator(k.attrs.maybe_i("seed"), [&](Generator& g) {
           for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(g.randint(low, high));
         });
       } else {

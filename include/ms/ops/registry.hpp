@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -114,6 +115,10 @@ class Attrs {
   }
   std::int64_t i(std::string_view key) const { return get<std::int64_t>(key); }
   std::int64_t i(std::string_view key, std::int64_t dflt) const { return has(key) ? i(key) : dflt; }
+  /// The integer attribute `key`, or nothing when the node has none (an optional seed).
+  std::optional<std::int64_t> maybe_i(std::string_view key) const {
+    return has(key) ? std::optional<std::int64_t>(i(key)) : std::nullopt;
+  }
   /// A floating attribute; an integer value is accepted and converted.
   double f(std::string_view key) const {
     const AttrValue* v = find(key);

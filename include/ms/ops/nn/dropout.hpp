@@ -43,19 +43,6 @@ Tensor<T> dropout(const Tensor<T>& x, double p = 0.5, bool training = true,
 namespace ms::ops {
 namespace detail {
 
-/// Calls f(generator): a local generator seeded from the "seed" attribute when present, else
-/// the process-wide default generator (locked for the call).
-template <class F>
-void with_nn_generator(const Attrs& a, F&& f) {
-  if (a.has("seed")) {
-    Generator g(static_cast<std::uint64_t>(a.i("seed")));
-    f(g);
-  } else {
-    auto g = default_generator();
-    f(*g);
-  }
-}
-
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------
@@ -93,7 +80,7 @@ MS_REGISTRATION(const OpDef& dropout_op, registry().add([] {
       const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
       // One uniform double per element, in row-major order: the same seed gives the same
       // mask for float32 and float64.
-      detail::with_nn_generator(k.attrs, [&](Generator& g) {
+      with_generator(k.attrs.maybe_i("seed"), [&](Generator& g) {
         for (std::int64_t i = 0; i < n; ++i) mp[i] = g.uniform() < p ? T(0) : scale;
       });
       for (std::int64_t i = 0; i < n; ++i) yp[i] = xp[i] * mp[i];
