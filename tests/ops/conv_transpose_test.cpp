@@ -73,8 +73,8 @@ const std::vector<Case>& cases() {
       {{1, 2, 5, 4}, {2, 3, 3, 3}, 1, 2, 0, 1, 2, false},                 // dilation 2
       {{2, 4, 3, 3}, {4, 3, 3, 3}, 2, 0, 0, 2, 1, true},                  // groups 2
       {{3, 2, 4, 6}, {2, 2, 2, 3}, {1, 2}, {0, 1}, {0, 1}, 1, 1, true},   // non-square, batch 3
-      {{2, 3, 4, 4}, {3, 1, 4, 4}, 2, 1, 0, 3, 1, true},                  // depthwise upsampling (the usual 4 x 4, s 2, p 1)
-      {{1, 2, 3, 4}, {2, 2, 3, 2}, 1, 1, {1, 1}, 1, {2, 3}, true},        // output_padding past the stride (below dilation)
+      {{2, 3, 4, 4}, {3, 1, 4, 4}, 2, 1, 0, 3, 1, true},                  // depthwise upsampling (4 x 4, s 2, p 1)
+      {{1, 2, 3, 4}, {2, 2, 3, 2}, 1, 1, {1, 1}, 1, {2, 3}, true},        // output_padding past the stride
       {{2, 3, 5, 5}, {3, 4, 1, 1}, 3, 0, 2, 1, 1, false},                 // 1 x 1 kernel, stride 3: gaps of zeros
       {{1, 1, 1, 1}, {1, 2, 2, 2}, 1, 0, 0, 1, 1, true},                  // a single pixel
   };
@@ -138,6 +138,9 @@ void check_grads(const std::function<AnyTensor(const std::vector<AnyTensor>&)>& 
     }
   }
 }
+
+/// The float input (1, 4, 3, 3) of the error rows.
+Tensor<float> x433() { return random<float>({1, 4, 3, 3}, 1); }
 
 }  // namespace conv_transpose_test
 
@@ -261,33 +264,35 @@ TEST_CASE("conv_transpose2d: registry entry and cost", "[nn][registry][conv_tran
 
 TEST_CASE("conv_transpose2d: errors name the op, shapes and dtypes", "[nn][conv_transpose2d][errors]") {
   const std::vector<ms_test::ErrorRow> rows = {
-      MS_ERROR_ROW("in_channels", ms::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<float>({3, 2, 3, 3}, 2)), ms::ShapeError,
+      MS_ERROR_ROW("in_channels", ms::conv_transpose2d(x433(), random<float>({3, 2, 3, 3}, 2)), ms::ShapeError,
                    "[ms.shape_error] conv_transpose2d: weight (3, 2, 3, 3) expects 3 input channels, but input "
                    "(1, 4, 3, 3) has 4"),
-      MS_ERROR_ROW("groups", ms::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<float>({4, 2, 3, 3}, 2), Tensor<float>(), 1, 0, 0, 3),
+      MS_ERROR_ROW("groups", ms::conv_transpose2d(x433(), random<float>({4, 2, 3, 3}, 2), Tensor<float>(), 1, 0, 0, 3),
                    ms::ValueError,
                    "[ms.value_error] conv_transpose2d: groups 3 must divide in_channels 4 of input (1, 4, 3, 3)"),
-      MS_ERROR_ROW("output_padding", ms::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<float>({4, 2, 3, 3}, 2), Tensor<float>(), 2, 0, 2),
+      MS_ERROR_ROW("output_padding",
+                   ms::conv_transpose2d(x433(), random<float>({4, 2, 3, 3}, 2), Tensor<float>(), 2, 0, 2),
                    ms::ValueError,
                    "[ms.value_error] conv_transpose2d: output_padding (2, 2) must be non-negative and smaller than "
                    "either stride (2, 2) or dilation (1, 1)"),
-      MS_ERROR_ROW("bias", ms::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<float>({4, 1, 3, 3}, 2), random<float>({1}, 3), 1, 0, 0, 2),
+      MS_ERROR_ROW("bias",
+                   ms::conv_transpose2d(x433(), random<float>({4, 1, 3, 3}, 2), random<float>({1}, 3), 1, 0, 0, 2),
                    ms::ShapeError,
                    "[ms.shape_error] conv_transpose2d: bias shape (1,) does not match out_channels 2 of weight "
                    "(4, 1, 3, 3) in 2 group(s)"),
       MS_ERROR_ROW("rank", ms::conv_transpose2d(random<float>({4, 3, 3}, 1), random<float>({4, 2, 3, 3}, 2)),
                    ms::ShapeError,
                    "[ms.shape_error] conv_transpose2d: input must be 4-D (N, C, H, W), got shape (4, 3, 3)"),
-      MS_ERROR_ROW("size", ms::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<float>({4, 2, 1, 1}, 2), Tensor<float>(), 1, 2),
+      MS_ERROR_ROW("size", ms::conv_transpose2d(x433(), random<float>({4, 2, 1, 1}, 2), Tensor<float>(), 1, 2),
                    ms::ShapeError,
                    "[ms.shape_error] conv_transpose2d: the output size (-1, -1) of input (1, 4, 3, 3) with weight "
                    "(4, 2, 1, 1) is not positive (padding (2, 2) is too large)"),
-      MS_ERROR_ROW("stride", ms::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<float>({4, 2, 3, 3}, 2), Tensor<float>(), 0),
+      MS_ERROR_ROW("stride", ms::conv_transpose2d(x433(), random<float>({4, 2, 3, 3}, 2), Tensor<float>(), 0),
                    ms::ValueError, "[ms.value_error] conv_transpose2d: stride must be positive, got (0, 0)"),
-      MS_ERROR_ROW("dtype", ms::ops::conv_transpose2d(random<float>({1, 4, 3, 3}, 1), random<double>({4, 2, 3, 3}, 2)), ms::DTypeError,
+      MS_ERROR_ROW("dtype", ops::conv_transpose2d(x433(), random<double>({4, 2, 3, 3}, 2)), ms::DTypeError,
                    "[ms.dtype_error] conv_transpose2d: dtype mismatch float32 vs float64 (shapes (1, 4, 3, 3) and "
                    "(4, 2, 3, 3)); convert one side with ms::cast"),
-      MS_ERROR_ROW("integers", ms::ops::conv_transpose2d(ms::zeros<std::int32_t>({1, 4, 3, 3}),
+      MS_ERROR_ROW("integers", ops::conv_transpose2d(ms::zeros<std::int32_t>({1, 4, 3, 3}),
                                                          ms::zeros<std::int32_t>({4, 2, 3, 3})),
                    ms::DTypeError,
                    "[ms.dtype_error] conv_transpose2d: unsupported dtype int32 for 'input' (input 0; supported: "

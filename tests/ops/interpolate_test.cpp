@@ -35,8 +35,9 @@ using i64 = std::int64_t;
 std::vector<double> ref_bilinear(const std::vector<double>& x, const Shape& xs, i64 Ho, i64 Wo, bool align) {
   const i64 P = xs[0] * xs[1], H = xs[2], W = xs[3];
   auto src = [&](i64 i, i64 in, i64 out) {
-    if (align) return out > 1 ? static_cast<double>(i) * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-    return std::max((static_cast<double>(i) + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5, 0.0);
+    const double di = static_cast<double>(i);
+    if (align) return out > 1 ? di * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+    return std::max((di + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5, 0.0);
   };
   std::vector<double> y;
   for (i64 p = 0; p < P; ++p)
@@ -48,7 +49,8 @@ std::vector<double> ref_bilinear(const std::vector<double>& x, const Shape& xs, 
         const double th = std::clamp(sh - static_cast<double>(h0), 0.0, 1.0);
         const double tw = std::clamp(sw - static_cast<double>(w0), 0.0, 1.0);
         auto at = [&](i64 h, i64 w) { return x[static_cast<std::size_t>((p * H + h) * W + w)]; };
-        y.push_back((1 - th) * ((1 - tw) * at(h0, w0) + tw * at(h0, w1)) + th * ((1 - tw) * at(h1, w0) + tw * at(h1, w1)));
+        const double top = (1 - tw) * at(h0, w0) + tw * at(h0, w1), bottom = (1 - tw) * at(h1, w0) + tw * at(h1, w1);
+        y.push_back((1 - th) * top + th * bottom);
       }
   return y;
 }
@@ -85,6 +87,9 @@ void check_grads(const std::function<AnyTensor(const AnyTensor&)>& fn, Tensor<do
     CHECK(std::abs(a - num) <= 1e-8 + 1e-6 * std::abs(num));
   }
 }
+
+/// The float input (1, 2, 3, 3) of the error rows.
+Tensor<float> x233() { return random<float>({1, 2, 3, 3}, 1); }
 
 }  // namespace interpolate_test
 
@@ -124,7 +129,8 @@ TEST_CASE("interpolate bilinear: hand-computed cases and a per-pixel reference",
   Tensor<double> x = ms_test::iota<double>({1, 1, 2, 2}, 1);  // [[1, 2], [3, 4]]
   // torch.nn.functional.interpolate(x, size=4, mode='bilinear', align_corners=False)
   require_values(ms::interpolate(x, Int2(4), std::nullopt, "bilinear"),
-                 {1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0}, 1e-15, 1e-15);
+                 {1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0}, 1e-15,
+                 1e-15);
   // align_corners=True: the corners stay, the middle is the mean
   require_values(ms::interpolate(x, Int2(3), std::nullopt, "bilinear", true), {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4},
                  1e-15, 1e-15);
@@ -156,11 +162,12 @@ TEST_CASE("interpolate bilinear: hand-computed cases and a per-pixel reference",
   Tensor<double> xt = random<double>({1, 2, 4, 3}, 6);
   Tensor<double> xn = xt.transpose(2, 3);
   REQUIRE_FALSE(xn.is_contiguous());
-  require_values(ms::interpolate(xn, Int2{5, 6}, std::nullopt, "bilinear"), ref_bilinear(values(xn), xn.shape(), 5, 6, false),
-                 1e-12, 1e-12);
+  require_values(ms::interpolate(xn, Int2{5, 6}, std::nullopt, "bilinear"),
+                 ref_bilinear(values(xn), xn.shape(), 5, 6, false), 1e-12, 1e-12);
 }
 
-TEST_CASE("interpolate gradients match finite differences; interpolate_grad is the adjoint", "[nn][grad][interpolate]") {
+TEST_CASE("interpolate gradients match finite differences; interpolate_grad is the adjoint",
+          "[nn][grad][interpolate]") {
   check_grads([](const AnyTensor& x) { return ops::interpolate(x, Int2{5, 7}, std::nullopt, "bilinear"); },
               random<double>({2, 2, 3, 4}, 1));
   check_grads([](const AnyTensor& x) { return ops::interpolate(x, Int2{2, 3}, std::nullopt, "bilinear", true); },
@@ -168,9 +175,11 @@ TEST_CASE("interpolate gradients match finite differences; interpolate_grad is t
   check_grads([](const AnyTensor& x) { return ops::interpolate(x, std::nullopt, Scale2{1.5, 0.75}, "bilinear"); },
               random<double>({1, 1, 4, 5}, 3));
   check_grads([](const AnyTensor& x) { return ops::interpolate(x, Int2{7, 3}); }, random<double>({2, 1, 3, 5}, 4));
-  check_grads([](const AnyTensor& x) { return ops::interpolate(x, std::nullopt, 2.0); }, random<double>({1, 2, 2, 3}, 5));
+  check_grads([](const AnyTensor& x) { return ops::interpolate(x, std::nullopt, 2.0); },
+              random<double>({1, 2, 2, 3}, 5));
   // interpolate_grad's own gradient (it is linear: interpolate itself)
-  ops::Attrs a{{"size", ops::IntList{5, 6}}, {"mode", std::string("bilinear")}, {"input_shape", ops::IntList{1, 2, 3, 4}}};
+  ops::Attrs a{{"size", ops::IntList{5, 6}}, {"mode", std::string("bilinear")},
+               {"input_shape", ops::IntList{1, 2, 3, 4}}};
   check_grads([&](const AnyTensor& g) { return ops::call1(ops::interpolate_grad_op, {g}, a); },
               random<double>({1, 2, 5, 6}, 6));
   // <interpolate(x), g> = <x, interpolate_grad(g)>
@@ -211,21 +220,21 @@ TEST_CASE("interpolate replays in a captured graph, forward and backward", "[nn]
 
 TEST_CASE("interpolate: errors name the op, shapes and values", "[nn][interpolate][errors]") {
   const std::vector<ms_test::ErrorRow> rows = {
-      MS_ERROR_ROW("neither", ms::interpolate(random<float>({1, 2, 3, 3}, 1), std::nullopt), ms::ValueError,
+      MS_ERROR_ROW("neither", ms::interpolate(x233(), std::nullopt), ms::ValueError,
                    "[ms.value_error] interpolate: give exactly one of size and scale_factor (got neither)"),
-      MS_ERROR_ROW("both", ms::interpolate(random<float>({1, 2, 3, 3}, 1), Int2(4), 2.0), ms::ValueError,
+      MS_ERROR_ROW("both", ms::interpolate(x233(), Int2(4), 2.0), ms::ValueError,
                    "[ms.value_error] interpolate: give exactly one of size and scale_factor (got both)"),
-      MS_ERROR_ROW("mode", ms::interpolate(random<float>({1, 2, 3, 3}, 1), Int2(4), std::nullopt, "bicubic"), ms::ValueError,
+      MS_ERROR_ROW("mode", ms::interpolate(x233(), Int2(4), std::nullopt, "bicubic"), ms::ValueError,
                    "[ms.value_error] interpolate: mode must be \"nearest\" or \"bilinear\", got \"bicubic\""),
-      MS_ERROR_ROW("align_corners", ms::interpolate(random<float>({1, 2, 3, 3}, 1), Int2(4), std::nullopt, "nearest", false), ms::ValueError,
+      MS_ERROR_ROW("align_corners", ms::interpolate(x233(), Int2(4), std::nullopt, "nearest", false), ms::ValueError,
                    "[ms.value_error] interpolate: align_corners can only be set with mode \"bilinear\" (mode is "
                    "\"nearest\")"),
       MS_ERROR_ROW("rank", ms::interpolate(random<float>({2, 3, 3}, 1), Int2(4)), ms::ShapeError,
                    "[ms.shape_error] interpolate: input must be 4-D (N, C, H, W), got shape (2, 3, 3)"),
-      MS_ERROR_ROW("empty output", ms::interpolate(random<float>({1, 2, 3, 3}, 1), std::nullopt, 0.2), ms::ShapeError,
+      MS_ERROR_ROW("empty output", ms::interpolate(x233(), std::nullopt, 0.2), ms::ShapeError,
                    "[ms.shape_error] interpolate: input and output sizes must be positive, got input (1, 2, 3, 3) "
                    "and output size (0, 0)"),
-      MS_ERROR_ROW("scale", ms::interpolate(random<float>({1, 2, 3, 3}, 1), std::nullopt, Scale2{-1.0, 2.0}), ms::ValueError,
+      MS_ERROR_ROW("scale", ms::interpolate(x233(), std::nullopt, Scale2{-1.0, 2.0}), ms::ValueError,
                    "[ms.value_error] interpolate: scale_factor must be positive, got (-1, 2)"),
       MS_ERROR_ROW("integers", ms::ops::interpolate(ms::zeros<std::int32_t>({1, 1, 2, 2}), Int2(4)), ms::DTypeError,
                    "[ms.dtype_error] interpolate: unsupported dtype int32 for 'input' (input 0; supported: float32, "

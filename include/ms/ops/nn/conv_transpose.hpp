@@ -106,7 +106,8 @@ void conv_transpose2d_run(const KernelArgs& k, const ConvGeom& q, bool output_pa
         // col (K, ld) = w_g^T (K, Og; w_g read column-major) @ buf (Og, ld).
         gemm(wp + g0 * Og * K, MatRef{K, Og, true, std::max<std::int64_t>(K, 1)}, buf, MatRef{Og, ld, false, ld}, col,
              false);
-        for (std::int64_t i = 0; i < nb; ++i) col2im_add(col + i * P, q, yp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
+        for (std::int64_t i = 0; i < nb; ++i)
+          col2im_add(col + i * P, q, yp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
       }
     });
   }
