@@ -449,5 +449,72 @@ TEST_CASE("onnx: exporting an op without an ONNX equivalent names it", "[onnx][e
   CHECK_THROWS_WITH(mo::to_onnx(g), Contains("cross_entropy") && Contains("export: the op has no ONNX equivalent"));
 }
 
+TEST_CASE("onnx: ConvTranspose and Resize import as conv_transpose2d and interpolate, and export back",
+          "[onnx][export]") {
+  // Hand-computed import: a 2 x 2 kernel of ones at stride 2 spreads each pixel over a 2 x 2
+  // block; pads [0, 0, 1, 1] cut the last row and column; Resize nearest (asymmetric, floor)
+  // by scales 2 repeats every pixel.
+  pb::ModelProto m = model_with(13);
+  auto& g = *m.mutable_graph();
+  *g.add_input() = tensor_info("x", pb::TensorProto::FLOAT, {1, 1, 2, 2});
+  *g.add_output() = tensor_info("y", pb::TensorProto::FLOAT, {1, 1, 3, 3});
+  *g.add_output() = tensor_info("z", pb::TensorProto::FLOAT, {1, 1, 4, 4});
+  *g.add_initializer() = float_init("w", {1, 1, 2, 2}, {1, 1, 1, 1});
+  *g.add_initializer() = float_init("scales", {4}, {1, 1, 2, 2});
+  auto& ct = add_node(g, "ConvTranspose", {"x", "w"}, {"y"});
+  auto* at = ct.add_attribute();
+  at->set_name("strides");
+  at->set_type(pb::AttributeProto::INTS);
+  at->add_ints(2), at->add_ints(2);
+  at = ct.add_attribute();
+  at->set_name("pads");
+  at->set_type(pb::AttributeProto::INTS);
+  for (int v : {0, 0, 1, 1}) at->add_ints(v);
+  auto& rs = add_node(g, "Resize", {"x", "", "scales"}, {"z"});
+  for (auto [k, v] : {std::pair{"coordinate_transformation_mode", "asymmetric"}, std::pair{"nearest_mode", "floor"}}) {
+    at = rs.add_attribute();
+    at->set_name(k);
+    at->set_type(pb::AttributeProto::STRING);
+    at->set_s(v);
+  }
+  mo::Model model = mo::load_model(m, "m.onnx", {});
+  CHECK(model.graph.count("conv_transpose2d") == 1);
+  CHECK(model.graph.count("interpolate") == 1);
+  CHECK(model.graph.count("conv2d") == 0);
+  auto exe = InferenceModel::from_graph(std::move(model.graph));
+  auto out = exe.run({ops::reshape(Tensor<float>{1.0f, 2.0f, 3.0f, 4.0f}, {1, 1, 2, 2})});
+  CHECK(Tensor<float>(out[0]).to_vector() == std::vector<float>{1, 1, 2, 1, 1, 2, 3, 3, 4});
+  CHECK(Tensor<float>(out[1]).to_vector() == std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+
+  // ms -> ONNX (checked by ONNX's checker) -> ms keeps the ops and the values.
+  AnyTensor x = ops::randn(Shape{2, 4, 5, 6}, DType::f32, 1);
+  AnyTensor w = ops::randn(Shape{4, 3, 3, 3}, DType::f32, 2), b = ops::randn(Shape{6}, DType::f32, 3);
+  auto f = [&](const AnyTensor& v) {
+    AnyTensor h = ops::conv_transpose2d(v, w, b, 2, 1, 1, 2);                        // (2, 6, 10, 12)
+    h = ops::interpolate(h, ops::Int2{7, 9}, std::nullopt, "bilinear");            // half-pixel
+    h = ops::interpolate(h, ops::Int2{5, 5}, std::nullopt, "bilinear", true);      // align_corners
+    return ops::interpolate(h, std::nullopt, ops::Scale2{2.0, 3.0});                // nearest by scales
+  };
+  const AnyTensor want = f(x);
+  graph::Graph cg;
+  {
+    graph::Capture cap;
+    cap.input(x, "image");
+    cap.output(f(x));
+    cg = cap.finish();
+  }
+  TempDir dir;
+  mo::save(cg, dir.path / "up.onnx");
+  pb::ModelProto proto = mo::read_model(dir.path / "up.onnx");
+  std::multiset<std::string> types;
+  for (const auto& n : proto.graph().node()) types.insert(n.op_type());
+  CHECK(types.count("ConvTranspose") == 1);
+  CHECK(types.count("Resize") == 3);
+  mo::Model back = mo::load(dir.path / "up.onnx");
+  CHECK(back.graph.count("conv_transpose2d") == 1);
+  CHECK(back.graph.count("interpolate") == 3);
+  require_close(InferenceModel::from_graph(back.graph).run({x})[0], want);
+}
+
 }  // namespace
 }  // namespace onnx_test

@@ -84,9 +84,10 @@ inline std::vector<AnyTensor> Conv(const NodeCtx& c) {
   return one(y);
 }
 
-/// ConvTranspose as a convolution: zeros inserted between the input's elements (stride), the
-/// borders padded by dilation * (kernel - 1) - pads, and the kernel flipped with its channel
-/// axes swapped per group.
+/// ConvTranspose: the conv_transpose2d op (1-d as 2-d of height 1); where that op does not
+/// apply (negative pads from an output_shape, a larger output_padding), a convolution with
+/// zeros inserted between the input's elements (stride), the borders padded by
+/// dilation * (kernel - 1) - pads, and the kernel flipped with its channel axes swapped per group.
 inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
   AnyTensor x = c.in(0), w = c.in(1);
   const int nd = x.dim() - 2;
@@ -128,6 +129,25 @@ inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
     x = o::unsqueeze(x, 2);
     w = o::unsqueeze(w, 2);
     for (IntList* v : {&ks, &s, &d, &pb, &pe, &op}) v->insert(v->begin(), v == &ks || v == &s || v == &d ? 1 : 0);
+  }
+  // The transposed convolution op, when the pads are not negative and output_padding is below
+  // the stride or the dilation (what conv_transpose2d accepts): the smaller pad of each axis
+  // is its padding, the rest of the larger one is cut off.
+  bool direct = x.dim() == 4 && is_float(x.dtype()) && x.shape()[1] % g == 0;
+  for (int i = 0; i < 2; ++i)
+    direct = direct && pb[i] >= 0 && pe[i] >= 0 && op[i] >= 0 && (op[i] < s[i] || op[i] < d[i]) && s[i] >= 1 &&
+             d[i] >= 1;
+  if (direct) {
+    const o::Int2 p(std::min(pb[0], pe[0]), std::min(pb[1], pe[1]));
+    AnyTensor y = o::conv_transpose2d(x, w, c.has(2) ? c.in(2) : AnyTensor(), o::Int2(s[0], s[1]), p,
+                                      o::Int2(op[0], op[1]), g, o::Int2(d[0], d[1]));
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t lo = pb[i] - std::min(pb[i], pe[i]), hi = pe[i] - std::min(pb[i], pe[i]);
+      if (lo > 0 || hi > 0) y = o::slice(y, 2 + i, lo, y.shape()[2 + i] - hi);
+    }
+    y = o::contiguous(y);
+    if (nd == 1) y = o::squeeze(y, 2);
+    return one(y);
   }
   const std::int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   if (s[0] > 1 || s[1] > 1) {  // zeros between the elements

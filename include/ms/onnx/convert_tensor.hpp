@@ -1,6 +1,7 @@
 #pragma once
 // ONNX op rows, tensors: shapes and data movement (Reshape .. Pad), constants and generators, and
-// Resize/Upsample as taps of index_select times weights.
+// Resize/Upsample as the interpolate op where it is exact, elsewhere as taps of index_select
+// times weights.
 #include "convert_base.hpp"
 
 namespace ms::onnx::detail::conv {
@@ -408,9 +409,60 @@ inline AnyTensor resize_axis(const NodeCtx& c, const AnyTensor& x, int axis, std
   }
   return y;
 }
+/// The interpolate op for the resizings that are exactly PyTorch's: of the last two axes of
+/// a float NCHW tensor, nearest with asymmetric coordinates and floor rounding, linear with
+/// half_pixel (pytorch_half_pixel when no axis shrinks to one element) or align_corners
+/// (when the resized lengths are whole). Empty when the node is not one of those.
+inline std::optional<AnyTensor> resize_as_interpolate(const NodeCtx& c, const AnyTensor& x,
+                                                      const std::vector<double>& scales, const IntList& sizes,
+                                                      const ResizeSpec& r) {
+  if (x.dim() != 4 || !is_float(x.dtype()) || c.ai("antialias", 0) != 0 || r.exclude_outside) return std::nullopt;
+  if (!scales.empty() && scales.size() != 4) return std::nullopt;
+  if (!sizes.empty() && sizes.size() != 4) return std::nullopt;
+  if (scales.empty() == sizes.empty()) return std::nullopt;
+  std::int64_t out[4];
+  for (int a = 0; a < 4; ++a) {
+    const std::int64_t in = x.shape()[a];
+    if (in < 1) return std::nullopt;
+    if (!sizes.empty()) {
+      out[a] = sizes[static_cast<std::size_t>(a)];
+    } else {
+      const double sc = scales[static_cast<std::size_t>(a)];
+      if (!(sc > 0) || !std::isfinite(sc)) return std::nullopt;
+      out[a] = static_cast<std::int64_t>(std::floor(static_cast<double>(in) * sc));
+      if (a < 2 && sc != 1.0) return std::nullopt;
+      // torch copies when the size stays (and halves indices when it doubles) whatever the scale
+      if ((out[a] == in && sc != 1.0) || (r.mode == "nearest" && out[a] == 2 * in && sc != 2.0)) return std::nullopt;
+    }
+    if (out[a] < 1 || (a < 2 && out[a] != in)) return std::nullopt;
+  }
+  bool align = false;
+  if (r.mode == "nearest") {
+    if (r.coord != "asymmetric" || r.nearest != "floor") return std::nullopt;
+  } else if (r.mode == "linear") {
+    if (r.coord == "align_corners") {
+      align = true;
+      for (int a = 2; a < 4 && !scales.empty(); ++a)
+        if (static_cast<double>(x.shape()[a]) * scales[static_cast<std::size_t>(a)] != static_cast<double>(out[a]))
+          return std::nullopt;
+    } else if (r.coord == "pytorch_half_pixel") {
+      if (out[2] < 2 || out[3] < 2) return std::nullopt;
+    } else if (r.coord != "half_pixel") {
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  const char* mode = r.mode == "nearest" ? "nearest" : "bilinear";
+  if (align) return o::interpolate(x, o::Int2(out[2], out[3]), std::nullopt, mode, true);
+  if (!sizes.empty()) return o::interpolate(x, o::Int2(out[2], out[3]), std::nullopt, mode);
+  return o::interpolate(x, std::nullopt, o::Scale2(scales[2], scales[3]), mode);
+}
 inline std::vector<AnyTensor> resize_common(const NodeCtx& c, const std::vector<double>& scales_in, const IntList& sizes,
                                             const std::vector<double>& roi, const ResizeSpec& r) {
   AnyTensor x = c.in(0);
+  if (r.coord != "tf_crop_and_resize")
+    if (std::optional<AnyTensor> y = resize_as_interpolate(c, x, scales_in, sizes, r)) return one(*y);
   if (!is_float(x.dtype()) && r.mode != "nearest") need_float(c, x);
   if (!is_float(x.dtype()) && r.mode == "nearest" && x.dtype() != DType::i32 && x.dtype() != DType::i64)
     need_float(c, x);

@@ -318,6 +318,47 @@ inline const std::map<std::string, Row, std::less<>>& rows() {
          set_i(n, "group", a.i("groups", 1));
          set_ints(n, "kernel_shape", {e.in_meta(1).shape[2], e.in_meta(1).shape[3]});
        }},
+      {"conv_transpose2d", [](Emitter& e) {
+         const auto& a = e.attrs();
+         std::vector<std::string> ins{e.in(0), e.in(1)};
+         if (e.num_inputs() > 2) ins.push_back(e.in(2));
+         auto& n = e.emit("ConvTranspose", ins, {e.out()});
+         const auto& p = a.ints("padding");
+         set_ints(n, "strides", a.ints("stride"));
+         set_ints(n, "pads", {p[0], p[1], p[0], p[1]});
+         set_ints(n, "dilations", a.ints("dilation"));
+         set_ints(n, "output_padding", a.has("output_padding") ? a.ints("output_padding") : ops::IntList{0, 0});
+         set_i(n, "group", a.i("groups", 1));
+         set_ints(n, "kernel_shape", {e.in_meta(1).shape[2], e.in_meta(1).shape[3]});
+       }},
+      {"interpolate", [](Emitter& e) {
+         // Resize of the last two axes. A scale factor travels as scales (the coordinates map with
+         // it, as in ms); sizes otherwise, and always for align_corners (whose mapping ignores it).
+         const auto& a = e.attrs();
+         const bool bilinear = a.has("mode") && a.str("mode") == "bilinear", align = a.b("align_corners", false);
+         const Shape& os = e.out_meta().shape;
+         std::string scales, sizes;
+         if (a.has("scale_h") && !align) {
+           AnyTensor t = AnyTensor::empty(Shape{4}, DType::f32);
+           float* q = static_cast<float*>(t.raw_data());
+           q[0] = q[1] = 1.0f;
+           q[2] = static_cast<float>(a.f("scale_h"));
+           q[3] = static_cast<float>(a.f("scale_w"));
+           scales = e.const_tensor(t);
+         } else {
+           sizes = e.const_ints(os.vec());
+         }
+         auto& n = e.emit("Resize", {e.in(0), "", scales, sizes}, {e.out()});
+         auto set_s = [](pb::NodeProto& nd, const char* k, const std::string& v) {
+           auto* at = nd.add_attribute();
+           at->set_name(k);
+           at->set_type(pb::AttributeProto::STRING);
+           at->set_s(v);
+         };
+         set_s(n, "mode", bilinear ? "linear" : "nearest");
+         set_s(n, "coordinate_transformation_mode", !bilinear ? "asymmetric" : align ? "align_corners" : "half_pixel");
+         if (!bilinear) set_s(n, "nearest_mode", "floor");
+       }},
       {"max_pool2d", [](Emitter& e) {
          const auto& a = e.attrs();
          if (e.node().outputs.size() > 1 && e.output_used(1)) e.fail("max_pool2d's indices (a plane index; ONNX counts over N, C, H, W)");
