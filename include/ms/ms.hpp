@@ -47,8 +47,6 @@
 #include "autograd/tape.hpp"
 #include "autograd/rules.hpp"
 #include "ops/nn.hpp"
-#include "ops/nn/conv_transpose.hpp"
-#include "ops/nn/resize.hpp"
 #include "ops/optim_ops.hpp"
 #include "ops/handles.hpp"
 #include "autograd/nn_rules.hpp"

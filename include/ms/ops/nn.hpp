@@ -12,6 +12,8 @@
 //   nn/dropout.hpp    dropout, dropout_with_mask
 //   nn/embedding.hpp  embedding
 //   nn/loss.hpp       cross_entropy, nll_loss (and their _grad ops), mse_loss
+//   nn/conv_transpose.hpp  conv_transpose2d (GEMM + col2im, or oneDNN's backward-data)
+//   nn/resize.hpp     interpolate (nearest, bilinear) and interpolate_grad
 // The gradient table rows live in autograd/nn_rules.hpp. Kernels never dispatch. The
 // families are included in the order their ops have always been registered in (ms-op list
 // shows it).
@@ -23,3 +25,5 @@
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/loss.hpp"
+#include "nn/conv_transpose.hpp"
+#include "nn/resize.hpp"

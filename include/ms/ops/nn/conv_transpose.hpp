@@ -10,8 +10,10 @@
 #include <span>
 #include <string>
 
+#include "../factory.hpp"
 #include "../movement.hpp"
-#include "../nn.hpp"
+#include "common.hpp"
+#include "conv.hpp"
 #include "../reduce.hpp"
 
 namespace ms::ops {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../movement.hpp"
-#include "../nn.hpp"
+#include "common.hpp"
 #include "../reduce.hpp"
 
 namespace ms::ops {
