@@ -159,8 +159,11 @@ inline void arg_row(Emitter& e, const char* op) {
   if (kd && !a.has("axis")) e.fail("argmax/argmin over all axes with keepdim");
 }
 
-inline const std::map<std::string, Row, std::less<>>& rows() {
-  static const std::map<std::string, Row, std::less<>> t = {
+using RowTable = std::map<std::string, Row, std::less<>>;
+
+/// The elementwise ops: arithmetic, comparisons, logic, math functions, activations.
+inline RowTable math_rows() {
+  return {
       MS_ONNX_SIMPLE("add", "Add"), MS_ONNX_SIMPLE("sub", "Sub"), MS_ONNX_SIMPLE("mul", "Mul"),
       MS_ONNX_SIMPLE("div", "Div"), MS_ONNX_SIMPLE("maximum", "Max"), MS_ONNX_SIMPLE("minimum", "Min"),
       MS_ONNX_SIMPLE("eq", "Equal"), MS_ONNX_SIMPLE("lt", "Less"), MS_ONNX_SIMPLE("gt", "Greater"),
@@ -205,7 +208,13 @@ inline const std::map<std::string, Row, std::less<>>& rows() {
        }},
       {"pow_scalar", [](Emitter& e) {
          e.emit("Pow", {e.in(0), e.const_scalar(e.attrs().f("exponent"), e.in_meta(0).dtype)}, {e.out()});
-       }},
+       }}
+  };
+}
+
+/// Casts, views, movement and indexing.
+inline RowTable tensor_rows() {
+  return {
       {"cast", [](Emitter& e) { set_i(e.emit("Cast", {e.in(0)}, {e.out()}), "to", dtype_to_onnx(e.attrs().dtype("dtype"))); }},
       {"reshape", [](Emitter& e) { e.emit("Reshape", {e.in(0), e.const_ints(e.out_meta().shape.vec())}, {e.out()}); }},
       {"permute", [](Emitter& e) { set_ints(e.emit("Transpose", {e.in(0)}, {e.out()}), "perm", e.attrs().ints("perm")); }},
@@ -290,7 +299,13 @@ inline const std::map<std::string, Row, std::less<>>& rows() {
          m->set_name("mode");
          m->set_type(pb::AttributeProto::STRING);
          m->set_s(mode == "replicate" ? "edge" : mode);
-       }},
+       }}
+  };
+}
+
+/// Reductions, linear algebra and the neural-network ops.
+inline RowTable nn_rows() {
+  return {
       {"sum", [](Emitter& e) { reduce_row(e, "ReduceSum"); }},
       {"mean", [](Emitter& e) { reduce_row(e, "ReduceMean"); }},
       {"max", [](Emitter& e) { reduce_row(e, "ReduceMax"); }},
@@ -401,8 +416,18 @@ inline const std::map<std::string, Row, std::less<>>& rows() {
       {"dropout", [](Emitter& e) {
          if (e.attrs().b("training", true) && e.attrs().f("p", 0.5) > 0) e.fail("dropout in training mode");
          e.emit("Identity", {e.in(0)}, {e.out()});
-       }},
+       }}
   };
+}
+
+/// Every exported op's row, by ms op name.
+inline const RowTable& rows() {
+  static const RowTable t = [] {
+    RowTable all = math_rows();
+    all.merge(tensor_rows());
+    all.merge(nn_rows());
+    return all;
+  }();
   return t;
 }
 #undef MS_ONNX_SIMPLE
