@@ -142,9 +142,7 @@ void check_grads(const std::function<AnyTensor(const std::vector<AnyTensor>&)>& 
 /// The float input (1, 4, 3, 3) of the error rows.
 Tensor<float> x433() { return random<float>({1, 4, 3, 3}, 1); }
 
-}  // namespace conv_transpose_test
 
-using namespace conv_transpose_test;
 
 TEST_CASE("conv_transpose2d matches a direct scatter loop on every convolution path", "[nn][conv_transpose2d]") {
   PathGuard guard;
@@ -303,3 +301,5 @@ TEST_CASE("conv_transpose2d: errors name the op, shapes and dtypes", "[nn][conv_
     r.check();
   }
 }
+
+}  // namespace conv_transpose_test

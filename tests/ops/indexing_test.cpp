@@ -37,9 +37,7 @@ void gradcheck(const std::function<AnyTensor(const AnyTensor&)>& fn, Tensor<doub
   }
 }
 
-}  // namespace indexing_test
 
-using namespace indexing_test;
 
 MS_TEST_COVERS("tile", "cumsum", "topk", "triu", "tril", "remainder", "fmod", "pad", "pad_grad");
 
@@ -252,3 +250,5 @@ TEST_CASE("tile, cumsum, topk, triu, remainder and pad captured and replayed equ
   Tensor<float> x2 = ms_test::random_floats({2, 3}, 12);  // new inputs: the replay recomputes
   CHECK(ms_test::same_bits(jf(x2), f(x2)));
 }
+
+}  // namespace indexing_test

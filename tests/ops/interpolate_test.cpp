@@ -91,9 +91,7 @@ void check_grads(const std::function<AnyTensor(const AnyTensor&)>& fn, Tensor<do
 /// The float input (1, 2, 3, 3) of the error rows.
 Tensor<float> x233() { return random<float>({1, 2, 3, 3}, 1); }
 
-}  // namespace interpolate_test
 
-using namespace interpolate_test;
 
 TEST_CASE("interpolate nearest: hand-computed cases (floor of dst * in / out)", "[nn][interpolate]") {
   Tensor<double> x = ms_test::iota<double>({1, 1, 2, 2}, 1);  // [[1, 2], [3, 4]]
@@ -252,3 +250,5 @@ TEST_CASE("interpolate: errors name the op, shapes and values", "[nn][interpolat
     r.check();
   }
 }
+
+}  // namespace interpolate_test
