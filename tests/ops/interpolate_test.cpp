@@ -164,7 +164,7 @@ TEST_CASE("interpolate bilinear: hand-computed cases and a per-pixel reference",
                  ref_bilinear(values(xn), xn.shape(), 5, 6, false), 1e-12, 1e-12);
 }
 
-TEST_CASE("interpolate gradients match finite differences; interpolate_grad is the adjoint",
+TEST_CASE("interpolate gradients match finite differences, and interpolate_grad is the adjoint",
           "[nn][grad][interpolate]") {
   check_grads([](const AnyTensor& x) { return ops::interpolate(x, Int2{5, 7}, std::nullopt, "bilinear"); },
               random<double>({2, 2, 3, 4}, 1));
