@@ -370,7 +370,7 @@ inline void DeviceKernelArgs::launch(const ops::OpDef& other, std::span<const An
 }
 
 inline AnyTensor DeviceKernelArgs::temp(const ops::TensorMeta& m) const {
-  const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype), 1);
+  const std::size_t bytes = std::max<std::size_t>(m.nbytes(), 1);
   MS_CHECK(static_cast<bool>(scratch), BackendError, "{}: no scratch memory for a device kernel's temporary on {}",
            op.name, backend.device());
   auto st = Storage::borrowed(scratch(bytes), bytes, backend.device());

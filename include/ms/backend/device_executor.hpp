@@ -11,9 +11,9 @@
 // node's operands are fixed and iterations can be launched back to back (or captured
 // once and replayed). On one stream the intermediates of device nodes share one device
 // arena placed by plan_values (backend/memory_plan.hpp), as the CPU executable's do;
-// graph outputs, host-side values and graphs on several streams get buffers of their own. Graph inputs are device slots refilled from
-// a staging slab per step; params and constants are uploaded once and params
-// are written back on sync_params_to_host().
+// graph outputs, host-side values and graphs on several streams get buffers of their own.
+// Graph inputs are device slots refilled from a staging slab per step; params and
+// constants are uploaded once and params are written back on sync_params_to_host().
 
 #include <algorithm>
 #include <chrono>
@@ -186,7 +186,7 @@ using graph::trace;
 namespace detail {
 
 inline AnyTensor device_tensor(Backend& be, const ops::TensorMeta& m) {
-  auto st = be.allocate(std::max<std::size_t>(meta_bytes(m), 1));
+  auto st = be.allocate(std::max<std::size_t>(m.nbytes(), 1));
   return AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
 }
 
@@ -250,13 +250,8 @@ struct DeviceStepBuilder {
     if (d.defined()) return d;
     const auto& meta = G.value(v).meta;
     const ValuePlan& vp = ex.value_plan_;
-    if (ex.arena_ && vp.home[vi] == ValueHome::arena && vp.buffer[vi] >= 0) {
-      const std::size_t off = vp.memory.offsets[static_cast<std::size_t>(vp.buffer[vi])];
-      d = AnyTensor::view_of(ex.arena_, meta.shape, contiguous_strides(meta.shape),
-                             static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype);
-    } else {
-      d = device_tensor(be, meta);
-    }
+    d = ex.arena_ && vp.home[vi] == ValueHome::arena && vp.buffer[vi] >= 0 ? arena_view(ex.arena_, vp, v, meta)
+                                                                           : device_tensor(be, meta);
     return d;
   }
   int event_for(int node) {
@@ -567,8 +562,8 @@ inline SunkResult DeviceExecutable::run_sunk(std::span<const AnyTensor> data, co
   }
   // Device staging for one sink: inputs of `sink` steps, results of `sink` steps.
   std::vector<std::shared_ptr<Storage>> stage_in, stage_out;
-  for (auto v : gin) stage_in.push_back(be_->allocate(std::max<std::size_t>(1, detail::meta_bytes(graph_.value(v).meta) * static_cast<std::size_t>(sink))));
-  for (auto v : gout) stage_out.push_back(be_->allocate(std::max<std::size_t>(1, detail::meta_bytes(graph_.value(v).meta) * static_cast<std::size_t>(sink))));
+  for (auto v : gin) stage_in.push_back(be_->allocate(std::max<std::size_t>(1, graph_.value(v).meta.nbytes() * static_cast<std::size_t>(sink))));
+  for (auto v : gout) stage_out.push_back(be_->allocate(std::max<std::size_t>(1, graph_.value(v).meta.nbytes() * static_cast<std::size_t>(sink))));
   const Stream& main = streams_[0];
 
   if (want_capture_ && !captured_ && be_->can_capture()) {
@@ -615,27 +610,27 @@ inline void DeviceExecutable::run_sinks(SunkResult& r, const std::vector<AnyTens
   for (std::int64_t first = 0; first < steps; first += sink) {
     const std::int64_t n = std::min(sink, steps - first);
     for (std::size_t i = 0; i < gin.size(); ++i) {
-      const std::size_t bytes = detail::meta_bytes(graph_.value(gin[i]).meta);
+      const std::size_t bytes = graph_.value(gin[i]).meta.nbytes();
       be_->copy_to_device_async(stage_in[i]->data, static_cast<const char*>(host_data[i].raw_data()) + bytes * static_cast<std::size_t>(first),
                                 bytes * static_cast<std::size_t>(n), main);
     }
     for (std::int64_t k = 0; k < n; ++k) {
       for (std::size_t i = 0; i < gin.size(); ++i) {
-        const std::size_t bytes = detail::meta_bytes(graph_.value(gin[i]).meta);
+        const std::size_t bytes = graph_.value(gin[i]).meta.nbytes();
         be_->copy_on_device_async(dev_[static_cast<std::size_t>(gin[i])].raw_data(),
                                   static_cast<char*>(stage_in[i]->data) + bytes * static_cast<std::size_t>(k), bytes, main);
       }
       run_iteration();
       for (std::size_t j = 0; j < gout.size(); ++j) {
         const auto v = static_cast<std::size_t>(gout[j]);
-        const std::size_t bytes = detail::meta_bytes(graph_.value(gout[j]).meta);
+        const std::size_t bytes = graph_.value(gout[j]).meta.nbytes();
         char* dst = static_cast<char*>(stage_out[j]->data) + bytes * static_cast<std::size_t>(k);
         if (dev_home_[v]) be_->copy_on_device_async(dst, dev_[v].raw_data(), bytes, main);
         else be_->copy_to_device(dst, host_[v].raw_data(), bytes);  // host-produced: already synchronized
       }
     }
     for (std::size_t j = 0; j < gout.size(); ++j) {
-      const std::size_t bytes = detail::meta_bytes(graph_.value(gout[j]).meta);
+      const std::size_t bytes = graph_.value(gout[j]).meta.nbytes();
       be_->copy_to_host_async(static_cast<char*>(r.outputs[j].raw_data()) + bytes * static_cast<std::size_t>(first),
                               stage_out[j]->data, bytes * static_cast<std::size_t>(n), main);
     }

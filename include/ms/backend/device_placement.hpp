@@ -50,10 +50,6 @@ struct Placement {
 
 namespace detail {
 
-inline std::size_t meta_bytes(const ops::TensorMeta& m) {
-  return static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype);
-}
-
 /// View ops that never need a contiguous input (reshape-like ones may copy).
 inline bool layout_only_view(const ops::OpDef& op) {
   static const std::set<std::string, std::less<>> ok = {"permute", "transpose", "expand", "slice",
@@ -103,7 +99,7 @@ inline void place_kernel(const graph::Graph& G, std::size_t i, Backend& be, cons
   // Copy and sync figures for placing nodes; from the backend when it has them.
   const double copy_fixed_us = 10.0, copy_bytes_per_us = 1e4, sync_us = 20.0;
   auto copy_cost = [&](const ops::TensorMeta& m) {
-    return copy_fixed_us + static_cast<double>(meta_bytes(m)) / copy_bytes_per_us;
+    return copy_fixed_us + static_cast<double>(m.nbytes()) / copy_bytes_per_us;
   };
   const bool pinned = opt.pin_ops.count(n.op->name) || opt.pin_nodes.count(n.name) || (opt.pin_to_cpu && opt.pin_to_cpu(n));
   // Copies: a device engine pays for operands on the host, the host for operands on the device.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -215,7 +216,7 @@ inline void place_output(const graph::Graph& G, std::size_t i, std::size_t k, co
   if (!opt.writes_param.empty() && opt.writes_param[v] >= 0) { home[v] = ValueHome::param_alias; return; }
   home[v] = ValueHome::arena;
   const auto& meta = G.value(n.outputs[k]).meta;
-  const std::size_t bytes = static_cast<std::size_t>(numel(meta.shape)) * dtype_size(meta.dtype);
+  const std::size_t bytes = meta.nbytes();
   // In place: an elementwise op may write over an input buffer whose last reader it is.
   // (Not a GEMM epilogue: the GEMM reads its inputs while it writes the output.)
   const bool plain_fused = n.fused && n.fused->plain();
@@ -231,6 +232,15 @@ inline void place_output(const graph::Graph& G, std::size_t i, std::size_t k, co
   }
 }
 }  // namespace detail
+
+/// Value v's tensor in `arena`, the storage of the plan's arena: contiguous, of v's metadata,
+/// at its buffer's offset. v must live in the arena (ValueHome::arena, not a view).
+inline AnyTensor arena_view(const std::shared_ptr<Storage>& arena, const ValuePlan& vp, graph::ValueId v,
+                            const ops::TensorMeta& meta) {
+  const std::size_t off = vp.memory.offsets[static_cast<std::size_t>(vp.buffer[static_cast<std::size_t>(v)])];
+  return AnyTensor::view_of(arena, meta.shape, contiguous_strides(meta.shape),
+                            static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype);
+}
 
 /// Plans where every value of `G` (in its node order) lives and places the arena buffers.
 inline ValuePlan plan_values(const graph::Graph& G, const ValuePlanOptions& opt = {}) {

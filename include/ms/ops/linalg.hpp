@@ -294,8 +294,8 @@ inline Cost matmul_cost(const OpDef&, std::span<const TensorMeta> in, std::span<
   const double K = static_cast<double>(a.back());
   Cost c;
   c.flops = 2.0 * static_cast<double>(numel(out[0].shape)) * K;  // 2 * M * N * K per batch
-  for (auto& m : in) c.bytes += static_cast<double>(numel(m.shape) * dtype_size(m.dtype));
-  c.bytes += static_cast<double>(numel(out[0].shape) * dtype_size(out[0].dtype));
+  for (auto& m : in) c.bytes += static_cast<double>(m.nbytes());
+  c.bytes += static_cast<double>(out[0].nbytes());
   return c;
 }
 

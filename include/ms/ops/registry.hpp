@@ -177,6 +177,8 @@ class Attrs {
 struct TensorMeta {
   DType dtype = DType::f32;
   Shape shape;
+  /// Bytes of a contiguous tensor of this dtype and shape.
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel(shape)) * dtype_size(dtype); }
   friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
 };
 using MetaList = SmallVec<TensorMeta, 2>;
@@ -444,9 +446,9 @@ inline Registry& registry() {
 inline Cost default_cost(const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                          const Attrs&) {
   Cost c;
-  for (auto& m : in) c.bytes += static_cast<double>(numel(m.shape) * dtype_size(m.dtype));
+  for (auto& m : in) c.bytes += static_cast<double>(m.nbytes());
   for (auto& m : out) {
-    c.bytes += static_cast<double>(numel(m.shape) * dtype_size(m.dtype));
+    c.bytes += static_cast<double>(m.nbytes());
     c.flops += static_cast<double>(numel(m.shape)) * op.elementwise.flops_per_element;
   }
   if (op.category == Category::view) c = {};

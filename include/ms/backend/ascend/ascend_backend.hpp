@@ -524,7 +524,7 @@ inline void ascend_runner(const ops::OpDef& op, std::span<const AnyTensor> in, c
   if (!op.is_view()) try {
       for (std::size_t i = 0; i < metas.size(); ++i) {
         const auto& m = metas[i];
-        auto st = be.allocate(static_cast<std::size_t>(numel(m.shape)) * dtype_size(m.dtype));
+        auto st = be.allocate(m.nbytes());
         out[i] = AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
       }
     } catch (const Error& e) {

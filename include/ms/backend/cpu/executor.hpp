@@ -227,7 +227,6 @@ class Executable {
   std::vector<std::shared_ptr<const void>> primitives_;  ///< oneDNN primitives of the nodes (ops/dnnl.hpp)
   bool primitives_owned_ = false;
   MemoryPlan plan_;
-  std::vector<BufferReq> buffers_;
 };
 
 namespace detail {
@@ -313,7 +312,6 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   popt.inplace = opt.inplace;
   if (opt.elide_writeback) popt.writes_param = detail::writeback_targets(G, is_output);
   ValuePlan vp = plan_values(G, popt);
-  ex.buffers_ = vp.buffers;
   ex.plan_ = vp.memory;
   ex.arena_ = Storage::host(std::max<std::size_t>(ex.plan_.peak, 1));
   detail::build_steps(ex, vp);
@@ -369,10 +367,7 @@ inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::
         continue;
       }
       if (vp.home[v] == ValueHome::arena) {
-        const auto& meta = G.value(n.outputs[k]).meta;
-        std::size_t off = ex.plan_.offsets[static_cast<std::size_t>(vp.buffer[v])];
-        ex.bind(n.outputs[k], AnyTensor::view_of(ex.arena_, meta.shape, contiguous_strides(meta.shape),
-                                                 static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype));
+        ex.bind(n.outputs[k], arena_view(ex.arena_, vp, n.outputs[k], G.value(n.outputs[k]).meta));
       } else if (vp.home[v] == ValueHome::fresh) {
         ex.fresh_.push_back(n.outputs[k]);
       } else if (vp.home[v] == ValueHome::param_alias) {

@@ -53,7 +53,7 @@ inline Shape shape_attr_n(const OpDef& op, const Attrs& a, std::string_view key,
 
 inline double bytes_of(std::span<const TensorMeta> ms) {
   double b = 0;
-  for (auto& m : ms) b += static_cast<double>(numel(m.shape)) * static_cast<double>(dtype_size(m.dtype));
+  for (auto& m : ms) b += static_cast<double>(m.nbytes());
   return b;
 }
 
