@@ -268,6 +268,12 @@ inline std::string default_acl_libs() {
   return cann_acl_libs(split);
 }
 
+/// The runtime's aclGetRecentErrMsg() (AscendCL and HCCL report there), or a placeholder.
+inline std::string_view recent_error_message(const AclApi& api) {
+  const char* recent = api.aclGetRecentErrMsg ? api.aclGetRecentErrMsg() : nullptr;
+  return (recent != nullptr && *recent != '\0') ? std::string_view(recent) : std::string_view("(no error message)");
+}
+
 /// The process-wide table, loaded on first use from default_acl_libs().
 /// Throws ms::BackendError if loading fails (and tries again on the next call).
 inline const AclApi& acl_api() {
@@ -280,9 +286,7 @@ inline const AclApi& acl_api() {
 /// Works for aclError and aclnnStatus alike (0 is success for both).
 inline void acl_check(const AclApi& api, aclError code, const char* call) {
   if (code == ACL_SUCCESS) [[likely]] return;
-  const char* recent = api.aclGetRecentErrMsg ? api.aclGetRecentErrMsg() : nullptr;
-  std::string_view msg = (recent != nullptr && *recent != '\0') ? recent : "(no error message)";
-  MS_THROW(BackendError, "{} failed with code {}: {}", call, code, msg);
+  MS_THROW(BackendError, "{} failed with code {}: {}", call, code, recent_error_message(api));
 }
 
 }  // namespace ms::backend::ascend

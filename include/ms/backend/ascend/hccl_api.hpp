@@ -98,9 +98,8 @@ inline const char* hccl_result_name(HcclResult r) {
 /// message being the runtime's aclGetRecentErrMsg() (HCCL reports there) when it has one.
 inline void hccl_check(const AclApi& acl, HcclResult r, const char* call) {
   if (r == HCCL_SUCCESS) [[likely]] return;
-  const char* recent = acl.aclGetRecentErrMsg ? acl.aclGetRecentErrMsg() : nullptr;
-  std::string_view msg = (recent != nullptr && *recent != '\0') ? recent : "(no error message)";
-  MS_THROW(BackendError, "{} failed with code {} ({}): {}", call, static_cast<int>(r), hccl_result_name(r), msg);
+  MS_THROW(BackendError, "{} failed with code {} ({}): {}", call, static_cast<int>(r), hccl_result_name(r),
+           recent_error_message(acl));
 }
 
 /// The HcclDataType of an ms dtype, or nullopt when HCCL has none (bool).
