@@ -10,11 +10,11 @@
 #include <span>
 #include <string>
 
-#include "../factory.hpp"
 #include "../movement.hpp"
+#include "../pad.hpp"
+#include "../reduce.hpp"
 #include "common.hpp"
 #include "conv.hpp"
-#include "../reduce.hpp"
 
 namespace ms::ops {
 
@@ -159,9 +159,8 @@ inline std::vector<AnyTensor> conv_transpose2d_grad(const GradArgs& a) {
   }
   if (a.needs_grad(1)) {
     const ConvGeom q = conv_geom(a.op, g.shape(), w.shape(), ca);  // g as the convolution's input
-    AnyTensor xe = x;
-    if (q.Ho != xs[2]) xe = concat({xe, zeros(Shape{xs[0], xs[1], q.Ho - xs[2], xs[3]}, x.dtype())}, 2);
-    if (q.Wo != xs[3]) xe = concat({xe, zeros(Shape{xs[0], xs[1], q.Ho, q.Wo - xs[3]}, x.dtype())}, 3);
+    const AnyTensor xe =
+        q.Ho != xs[2] || q.Wo != xs[3] ? pad_dims(x, {0, 0, 0, 0}, {0, 0, q.Ho - xs[2], q.Wo - xs[3]}) : x;
     Attrs wa = ca;
     wa.set("weight_shape", w.shape().vec());
     r[1] = call1(conv2d_grad_weight_op, {xe, g}, wa);
