@@ -8,6 +8,7 @@
 // helper that more than one file needs lives here, once; a file's own helpers must
 // not take a name that another test file uses at namespace scope.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -207,6 +208,81 @@ std::string io_error_of(F&& f) {
     return e.what();
   }
   return "(no IOError)";
+}
+
+/// How check_gradients compares: central differences with step `eps`; an element fails when
+/// |analytic - numeric| > atol + rtol * |numeric|. The loss is sum(fn(inputs) * R) with R
+/// uniform in [lo, hi) drawn from `seed` (ms_test::random), so every output element counts.
+struct GradCheckOptions {
+  double eps = 1e-6;
+  double rtol = 1e-5;
+  double atol = 1e-8;
+  unsigned seed = 12345;
+  double lo = 0.5, hi = 1.5;
+};
+
+using GradFnOfInputs = std::function<ms::AnyTensor(const std::vector<ms::AnyTensor>&)>;
+
+/// Compares the gradient of sum(fn(inputs) * R) w.r.t. every float64 input not listed in
+/// `constant` with central differences (see GradCheckOptions). Inputs must be contiguous;
+/// they are perturbed in place and restored. Returns the number of failing elements and
+/// describes the first few in `report`.
+inline int grad_mismatches(const GradFnOfInputs& fn, std::vector<ms::AnyTensor> inputs,
+                           const std::vector<int>& constant, std::string& report, const GradCheckOptions& o = {}) {
+  std::vector<ms::AnyTensor> wrt;
+  std::vector<std::size_t> wrt_pos;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype() != ms::DType::f64) continue;
+    if (std::find(constant.begin(), constant.end(), static_cast<int>(i)) != constant.end()) continue;
+    REQUIRE(inputs[i].is_contiguous());
+    inputs[i].set_requires_grad(true);
+    wrt.push_back(inputs[i]);
+    wrt_pos.push_back(i);
+  }
+  REQUIRE_FALSE(wrt.empty());
+  const ms::AnyTensor y = fn(inputs);
+  const ms::AnyTensor r = random(y.shape(), o.seed, o.lo, o.hi);
+  const std::vector<ms::AnyTensor> grads = ms::autograd::grad(ms::ops::sum(ms::ops::mul(y, r)), wrt);
+  auto loss = [&] {
+    ms::NoGradGuard ng;
+    return ms::Tensor<double>(ms::ops::sum(ms::ops::mul(fn(inputs), r))).item();
+  };
+  int bad = 0;
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    REQUIRE(grads[k].shape() == wrt[k].shape());
+    const std::vector<double> ana = ms::Tensor<double>(grads[k]).to_vector();
+    double* p = static_cast<double*>(wrt[k].raw_data());
+    for (std::int64_t j = 0; j < wrt[k].numel(); ++j) {
+      const double saved = p[j];
+      p[j] = saved + o.eps;
+      const double lp = loss();
+      p[j] = saved - o.eps;
+      const double lm = loss();
+      p[j] = saved;
+      const double num = (lp - lm) / (2 * o.eps), a = ana[static_cast<std::size_t>(j)];
+      if (!(std::abs(a - num) <= o.atol + o.rtol * std::abs(num))) {
+        if (++bad <= 5)
+          report += fmt::format("input {} {} element {}: analytic {}, numeric {}\n", wrt_pos[k],
+                                ms::shape_str(wrt[k].shape()), j, a, num);
+      }
+    }
+  }
+  return bad;
+}
+
+/// Requires the gradients of fn to match finite differences (see grad_mismatches).
+inline void check_gradients(const GradFnOfInputs& fn, std::vector<ms::AnyTensor> inputs,
+                            const GradCheckOptions& o = {}, const std::vector<int>& constant = {}) {
+  std::string report;
+  const int bad = grad_mismatches(fn, std::move(inputs), constant, report, o);
+  INFO(report);
+  CHECK(bad == 0);
+}
+
+/// The same for a function of one input.
+inline void check_gradients(const std::function<ms::AnyTensor(const ms::AnyTensor&)>& fn, const ms::AnyTensor& x,
+                            const GradCheckOptions& o = {}) {
+  check_gradients([&](const std::vector<ms::AnyTensor>& in) { return fn(in[0]); }, {x}, o);
 }
 
 }  // namespace ms_test

@@ -45,62 +45,10 @@ Tensor<double> distinct(const Shape& shape, unsigned seed) {
   return t;
 }
 
-double scalar_loss(const Fn& fn, const std::vector<AnyTensor>& in, const AnyTensor& r) {
-  ms::NoGradGuard ng;
-  return Tensor<double>(ops::sum(ops::mul(fn(in), r))).item();
-}
-
-/// Compares the gradient of sum(fn(inputs) * R) w.r.t. every float64 input not listed in
-/// `constant` with central differences (step eps): an element fails when
-/// |analytic - numeric| > atol + rtol * |numeric|. Inputs must be contiguous; they are
-/// perturbed in place and restored. Returns the number of failing elements and describes
-/// the first few in `report`.
-int grad_mismatches(const Fn& fn, std::vector<AnyTensor> inputs, const std::vector<int>& constant, std::string& report,
-                    double eps = 1e-6, double rtol = 1e-5, double atol = 1e-8) {
-  std::vector<AnyTensor> wrt;
-  std::vector<std::size_t> wrt_pos;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].dtype() != ms::DType::f64) continue;
-    if (std::find(constant.begin(), constant.end(), static_cast<int>(i)) != constant.end()) continue;
-    REQUIRE(inputs[i].is_contiguous());
-    inputs[i].set_requires_grad(true);
-    wrt.push_back(inputs[i]);
-    wrt_pos.push_back(i);
-  }
-  REQUIRE_FALSE(wrt.empty());
-  AnyTensor y = fn(inputs);
-  AnyTensor r = random(y.shape(), 12345, 0.5, 1.5);
-  AnyTensor loss = ops::sum(ops::mul(y, r));
-  std::vector<AnyTensor> grads = ms::autograd::grad(loss, wrt);
-  int bad = 0;
-  for (std::size_t k = 0; k < wrt.size(); ++k) {
-    REQUIRE(grads[k].shape() == wrt[k].shape());
-    std::vector<double> ana = Tensor<double>(grads[k]).to_vector();
-    double* p = static_cast<double*>(wrt[k].raw_data());
-    for (i64 j = 0; j < wrt[k].numel(); ++j) {
-      const double saved = p[j];
-      p[j] = saved + eps;
-      const double lp = scalar_loss(fn, inputs, r);
-      p[j] = saved - eps;
-      const double lm = scalar_loss(fn, inputs, r);
-      p[j] = saved;
-      const double num = (lp - lm) / (2 * eps), a = ana[static_cast<std::size_t>(j)];
-      if (!(std::abs(a - num) <= atol + rtol * std::abs(num))) {
-        if (++bad <= 5)
-          report += fmt::format("input {} {} element {}: analytic {}, numeric {}\n", wrt_pos[k],
-                                ms::shape_str(wrt[k].shape()), j, a, num);
-      }
-    }
-  }
-  return bad;
-}
-
-/// Requires the gradients of fn to match finite differences (see grad_mismatches).
+/// Requires the gradients of fn to match finite differences (ms_test::grad_mismatches with its
+/// defaults: step 1e-6, rtol 1e-5, atol 1e-8), `constant` naming inputs not differentiated.
 void check_grads(const Fn& fn, std::vector<AnyTensor> inputs, const std::vector<int>& constant = {}) {
-  std::string report;
-  const int bad = grad_mismatches(fn, std::move(inputs), constant, report);
-  INFO(report);
-  CHECK(bad == 0);
+  ms_test::check_gradients(fn, std::move(inputs), {}, constant);
 }
 
 }  // namespace
@@ -109,11 +57,11 @@ TEST_CASE("check_grad: finds a wrong gradient", "[nn][grad]") {
   // x * detach(x): backward sees only one of the two paths, so its gradient is half the true one
   Fn wrong = [](const std::vector<AnyTensor>& in) { return ops::mul(in[0], in[0].detach()); };
   std::string report;
-  CHECK(grad_mismatches(wrong, {random({3, 2}, 1, 0.5, 1)}, {}, report) == 6);
+  CHECK(ms_test::grad_mismatches(wrong, {random({3, 2}, 1, 0.5, 1)}, {}, report) == 6);
   CHECK(report.find("input 0 (3, 2) element 0") != std::string::npos);
   Fn right = [](const std::vector<AnyTensor>& in) { return ops::mul(in[0], in[0]); };
   report.clear();
-  CHECK(grad_mismatches(right, {random({3, 2}, 1, 0.5, 1)}, {}, report) == 0);
+  CHECK(ms_test::grad_mismatches(right, {random({3, 2}, 1, 0.5, 1)}, {}, report) == 0);
 }
 
 // ---- convolution ---------------------------------------------------------------------------------

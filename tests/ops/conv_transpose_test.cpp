@@ -104,39 +104,8 @@ struct PathGuard {
 };
 
 /// Compares the gradients of sum(fn(inputs) * R) with central differences (float64).
-void check_grads(const std::function<AnyTensor(const std::vector<AnyTensor>&)>& fn, std::vector<AnyTensor> in) {
-  std::vector<AnyTensor> wrt;
-  for (auto& t : in) {
-    t.set_requires_grad(true);
-    wrt.push_back(t);
-  }
-  const AnyTensor y = fn(in);
-  const AnyTensor r = random(y.shape(), 777, 0.5, 1.5);
-  const std::vector<AnyTensor> grads = ms::autograd::grad(ops::sum(ops::mul(y, r)), wrt);
-  auto loss = [&] {
-    ms::NoGradGuard ng;
-    return Tensor<double>(ops::sum(ops::mul(fn(in), r))).item();
-  };
-  const double eps = 1e-6;
-  for (std::size_t k = 0; k < wrt.size(); ++k) {
-    REQUIRE(grads[k].shape() == wrt[k].shape());
-    const auto ana = Tensor<double>(grads[k]).to_vector();
-    double* p = static_cast<double*>(wrt[k].raw_data());
-    int bad = 0;
-    for (i64 j = 0; j < wrt[k].numel(); ++j) {
-      const double saved = p[j];
-      p[j] = saved + eps;
-      const double lp = loss();
-      p[j] = saved - eps;
-      const double lm = loss();
-      p[j] = saved;
-      const double num = (lp - lm) / (2 * eps), a = ana[static_cast<std::size_t>(j)];
-      if (!(std::abs(a - num) <= 1e-8 + 1e-5 * std::abs(num))) {
-        INFO("input " << k << " element " << j << ": analytic " << a << ", numeric " << num);
-        CHECK(++bad == 0);
-      }
-    }
-  }
+void check_grads(const ms_test::GradFnOfInputs& fn, std::vector<AnyTensor> in) {
+  ms_test::check_gradients(fn, std::move(in), {.seed = 777});
 }
 
 /// The float input (1, 4, 3, 3) of the error rows.

@@ -14,27 +14,10 @@ using ms_test::require_values;
 using i64 = std::int64_t;
 namespace ops = ms::ops;
 
-/// Autodiff gradient of sum(fn(x) * w) against central differences, element by element (float64).
+/// Autodiff gradient of sum(fn(x) * w) against central differences, element by element
+/// (float64): |autodiff - numeric| <= tol * (1 + |numeric|), w uniform in [-1, 1).
 void gradcheck(const std::function<AnyTensor(const AnyTensor&)>& fn, Tensor<double> x, double tol = 1e-6) {
-  x.requires_grad_();
-  AnyTensor y = fn(x);
-  Tensor<double> w = ms_test::random<double>(y.shape(), 7, -1, 1);
-  Tensor<double> g = ms::autograd::grad(ops::sum(ops::mul(y, w), {}, false), {x})[0];
-  auto gv = g.to_vector();
-  Tensor<double> xd = Tensor<double>(x.detach()).clone();
-  double* p = xd.data();
-  const double eps = 1e-6;
-  for (i64 i = 0; i < xd.numel(); ++i) {
-    const double keep = p[i];
-    p[i] = keep + eps;
-    const double fp = Tensor<double>(ops::sum(ops::mul(fn(xd), w), {}, false)).item();
-    p[i] = keep - eps;
-    const double fm = Tensor<double>(ops::sum(ops::mul(fn(xd), w), {}, false)).item();
-    p[i] = keep;
-    const double fd = (fp - fm) / (2 * eps);
-    INFO("element " << i << ": autodiff " << gv[static_cast<std::size_t>(i)] << ", finite difference " << fd);
-    CHECK(std::abs(gv[static_cast<std::size_t>(i)] - fd) <= tol * (1 + std::abs(fd)));
-  }
+  ms_test::check_gradients(fn, x, {.rtol = tol, .atol = tol, .seed = 7, .lo = -1, .hi = 1});
 }
 
 

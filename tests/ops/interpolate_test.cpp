@@ -66,26 +66,7 @@ std::vector<double> pick(const std::vector<double>& x, i64 H, i64 W, const std::
 }
 
 void check_grads(const std::function<AnyTensor(const AnyTensor&)>& fn, Tensor<double> x) {
-  x.requires_grad_();
-  const AnyTensor y = fn(x);
-  const AnyTensor r = random(y.shape(), 99, 0.5, 1.5);
-  const auto ana = Tensor<double>(ms::autograd::grad(ops::sum(ops::mul(y, r)), {x})[0]).to_vector();
-  double* p = static_cast<double*>(x.raw_data());
-  auto loss = [&] {
-    ms::NoGradGuard ng;
-    return Tensor<double>(ops::sum(ops::mul(fn(x), r))).item();
-  };
-  for (i64 j = 0; j < x.numel(); ++j) {
-    const double saved = p[j], eps = 1e-6;
-    p[j] = saved + eps;
-    const double lp = loss();
-    p[j] = saved - eps;
-    const double lm = loss();
-    p[j] = saved;
-    const double num = (lp - lm) / (2 * eps), a = ana[static_cast<std::size_t>(j)];
-    INFO("element " << j << ": analytic " << a << ", numeric " << num);
-    CHECK(std::abs(a - num) <= 1e-8 + 1e-6 * std::abs(num));
-  }
+  ms_test::check_gradients(fn, x, {.rtol = 1e-6, .seed = 99});
 }
 
 /// The float input (1, 2, 3, 3) of the error rows.
