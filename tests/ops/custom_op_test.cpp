@@ -48,6 +48,15 @@ const ms::CustomOp no_grad_op = ms::OpBuilder("test_no_grad")
                                     })
                                     .add();
 
+// An op registered without a gradient rule that gets one later, through its handle.
+const ms::CustomOp late_grad_op = ms::OpBuilder("test_late_grad")
+                                      .doc("3 * x, its gradient attached after registration (test op)")
+                                      .infer([](std::span<const ops::TensorMeta> in, const ops::Attrs&) { return in[0]; })
+                                      .compute([](std::span<const AnyTensor> in, const ops::Attrs&) {
+                                        return ops::mul(in[0], 3.0);
+                                      })
+                                      .add();
+
 // An op whose kernel disagrees with its inference: inference says (n,), compute returns (n, 1).
 const ms::CustomOp bad_shape_op = ms::OpBuilder("test_bad_shape")
                                       .doc("kernel and inference disagree (test op)")
@@ -233,6 +242,25 @@ TEST_CASE("custom op: autodiff through user gradient rules, and a clear error wi
   Tensor<float> ok = ms::sum(Tensor<float>(no_grad_op(y.detach())) * y);
   ok.backward();
   ms_test::require_values(y.grad(), {2, 3});
+}
+
+TEST_CASE("custom op: a gradient rule attached after registration through the op's handle", "[op][custom][grad]") {
+  CHECK_FALSE(late_grad_op.def().differentiable());
+  ops::registry().set_grad(late_grad_op, [](const ops::GradArgs& a) -> std::vector<AnyTensor> {
+    return {ops::mul(a.grad_out[0], 3.0)};
+  });
+  CHECK(late_grad_op.def().differentiable());
+  Tensor<float> x{1.f, -2.f, 0.5f};
+  x.set_requires_grad(true);
+  ms::sum(late_grad_op(x) * x).backward();  // d/dx sum(3x * x) = 6x
+  ms_test::require_values(x.grad(), {6, -12, 3});
+
+  // A copy of a registered op is not the registry's op: nothing is changed, the op is named.
+  ops::OpDef copy = late_grad_op.def();
+  MS_REQUIRE_THROWS_MSG(ops::registry().set_grad(copy, nullptr, "none"), ms::ValueError,
+                        "[ms.value_error] set_grad: op 'test_late_grad' is not a registered op (pass the handle "
+                        "that registering it returned)");
+  CHECK(late_grad_op.def().differentiable());
 }
 
 TEST_CASE("custom op: captured graphs fuse the formula op and replay bit-identically", "[op][custom][graph]") {

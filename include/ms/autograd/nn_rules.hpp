@@ -51,8 +51,8 @@ inline Grads none(std::size_t n) { return Grads(n); }
 inline std::string reduction_of(const Attrs& a) { return a.has("reduction") ? a.str("reduction") : "mean"; }
 
 // clang-format off
-inline const Row table[] = {
-  {"conv2d", [](const GradArgs& a) -> Grads {
+MS_REGISTRATION(const std::vector<Row> table, {
+  {&conv2d_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(a.in.size());
             const AnyTensor &x = a.in[0], &w = a.in[1], g = g0(a);
             Grads r{a.needs_grad(0) ? conv_grad_input(g, w, a.attrs, x.shape()) : AnyTensor(),
@@ -60,48 +60,48 @@ inline const Row table[] = {
             if (a.in.size() > 2) r.push_back(a.needs_grad(2) ? sum(g, {0, 2, 3}, false) : AnyTensor());
             return r; }, nullptr},
   // gx = A_w^T g is bilinear in (g, w): d/dg = conv2d(G, w), d/dw = conv2d_grad_weight(g, G).
-  {"conv2d_grad_input", [](const GradArgs& a) -> Grads {
+  {&conv2d_grad_input_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             const AnyTensor &g = a.in[0], &w = a.in[1], G = g0(a);
             return {conv(G, w, a.attrs), conv_grad_weight(g, G, a.attrs, w.shape())}; }, nullptr},
   // gw = d<g, conv(x, w)>/dw is bilinear in (g, x): d/dg = conv2d(x, G), d/dx = conv2d_grad_input(g, G).
-  {"conv2d_grad_weight", [](const GradArgs& a) -> Grads {
+  {&conv2d_grad_weight_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             const AnyTensor &g = a.in[0], &x = a.in[1], G = g0(a);
             return {conv(x, G, a.attrs), conv_grad_input(g, G, a.attrs, x.shape())}; }, nullptr},
-  {"max_pool2d", [](const GradArgs& a) -> Grads {
+  {&max_pool2d_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(1);
             Attrs at = with(a.attrs, "input_shape", a.in[0].shape().vec());
             return {call1(max_pool2d_grad_op, {g0(a), a.out[1]}, at)}; }, nullptr},
   // max_pool2d_grad scatters g to the argmax; its adjoint gathers G there.
-  {"max_pool2d_grad", [](const GradArgs& a) -> Grads {
+  {&max_pool2d_grad_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             const Shape& gs = a.in[0].shape();
             const Shape& xs = a.out[0].shape();
             AnyTensor G = reshape(g0(a), {xs[0], xs[1], xs[2] * xs[3]});
             AnyTensor idx = reshape(a.in[1], {gs[0], gs[1], gs[2] * gs[3]});
             return {reshape(gather(G, 2, idx), gs.vec()), AnyTensor()}; }, nullptr},
-  {"avg_pool2d", [](const GradArgs& a) -> Grads {
+  {&avg_pool2d_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(1);
             return {call1(avg_pool2d_grad_op, {g0(a)}, with(a.attrs, "input_shape", a.in[0].shape().vec()))}; }, nullptr},
-  {"avg_pool2d_grad", [](const GradArgs& a) -> Grads {  // the adjoint of the adjoint
+  {&avg_pool2d_grad_op, [](const GradArgs& a) -> Grads {  // the adjoint of the adjoint
             if (!g0(a).defined()) return none(1);
             return {call1(avg_pool2d_op, {g0(a)}, pool_only(a.attrs))}; }, nullptr},
-  {"adaptive_avg_pool2d", [](const GradArgs& a) -> Grads {
+  {&adaptive_avg_pool2d_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(1);
             return {call1(adaptive_avg_pool2d_grad_op, {g0(a)}, with(a.attrs, "input_shape", a.in[0].shape().vec()))}; }, nullptr},
-  {"adaptive_avg_pool2d_grad", [](const GradArgs& a) -> Grads {
+  {&adaptive_avg_pool2d_grad_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(1);
             return {call1(adaptive_avg_pool2d_op, {g0(a)}, pool_only(a.attrs))}; }, nullptr},
-  {"batch_norm", [](const GradArgs& a) -> Grads {
+  {&batch_norm_op, [](const GradArgs& a) -> Grads {
             Grads r = none(a.in.size());
             if (!g0(a).defined()) return r;
             const AnyTensor in[5] = {g0(a), a.in[0], a.in[1], a.out[1], a.out[2]};
             auto g = call(batch_norm_grad_op, in, Attrs{{"training", a.attrs.b("training")}});
             r[0] = g[0], r[1] = g[1], r[2] = g[2];  // none for the running statistics
             return r; }, nullptr},
-  {"batch_norm_grad", nullptr, "second-order gradient not implemented"},
-  {"layer_norm", [](const GradArgs& a) -> Grads {
+  {&batch_norm_grad_op, nullptr, "second-order gradient not implemented"},
+  {&layer_norm_op, [](const GradArgs& a) -> Grads {
             Grads r = none(a.in.size());
             if (!g0(a).defined()) return r;
             std::vector<AnyTensor> in{g0(a), a.in[0], a.out[1], a.out[2]};
@@ -109,32 +109,32 @@ inline const Row table[] = {
             auto g = call(layer_norm_grad_op, in, Attrs{{"normalized_shape", a.attrs.ints("normalized_shape")}});
             for (std::size_t i = 0; i < r.size(); ++i) r[i] = g[i];
             return r; }, nullptr},
-  {"layer_norm_grad", nullptr, "second-order gradient not implemented"},
-  {"dropout", [](const GradArgs& a) -> Grads {
+  {&layer_norm_grad_op, nullptr, "second-order gradient not implemented"},
+  {&dropout_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(1);
             return {mul(g0(a), a.out[1])}; }, nullptr},
-  {"embedding", [](const GradArgs& a) -> Grads {
+  {&embedding_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             const AnyTensor& w = a.in[0];
             const std::int64_t D = w.shape()[1];
             AnyTensor idx = reshape(a.in[1], {-1});
             AnyTensor z = zeros(w.shape(), w.dtype());
             return {index_add(z, 0, idx, reshape(g0(a), {idx.shape()[0], D})), AnyTensor()}; }, nullptr},
-  {"cross_entropy", [](const GradArgs& a) -> Grads {
+  {&cross_entropy_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             return {call1(cross_entropy_grad_op, {a.in[0], a.in[1], g0(a)}, a.attrs), AnyTensor()}; }, nullptr},
-  {"cross_entropy_grad", nullptr, "second-order gradient not implemented"},
-  {"nll_loss", [](const GradArgs& a) -> Grads {
+  {&cross_entropy_grad_op, nullptr, "second-order gradient not implemented"},
+  {&nll_loss_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             Attrs at = with(a.attrs, "num_classes", a.in[0].shape()[1]);
             return {call1(nll_loss_grad_op, {a.in[1], g0(a)}, at), AnyTensor()}; }, nullptr},
   // nll_loss_grad is linear in g; its adjoint is nll_loss itself under the same reduction.
-  {"nll_loss_grad", [](const GradArgs& a) -> Grads {
+  {&nll_loss_grad_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             Attrs at{{"reduction", reduction_of(a.attrs)}, {"ignore_index", a.attrs.i("ignore_index", -100)}};
             return {AnyTensor(), call1(nll_loss_op, {g0(a), a.in[0]}, at)}; }, nullptr},
-  {"adam_update", nullptr, "an optimizer update, applied outside autodiff (under no_grad)"},
-  {"mse_loss", [](const GradArgs& a) -> Grads {
+  {&adam_update_op, nullptr, "an optimizer update, applied outside autodiff (under no_grad)"},
+  {&mse_loss_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             AnyTensor d = sub(a.in[0], a.in[1]);
             const std::string red = reduction_of(a.attrs);
@@ -142,14 +142,11 @@ inline const Row table[] = {
             const double k = red == "mean" ? 2.0 / n : 2.0;
             AnyTensor ga = mul(mul(d, g0(a)), k);  // g is 0-d for mean/sum: it broadcasts
             return {ga, neg(ga)}; }, nullptr},
-};
+});
 // clang-format on
 
 inline bool install() {
-  for (const Row& r : table) {
-    if (!ops::registry().find(r.op)) continue;
-    ops::registry().set_grad(r.op, r.rule, r.nondiff_reason ? r.nondiff_reason : "");
-  }
+  for (const Row& r : table) ops::registry().set_grad(*r.op, r.rule, r.nondiff_reason ? r.nondiff_reason : "");
   return true;
 }
 }  // namespace nn_rules

@@ -26,6 +26,7 @@ MS_REGISTRATION(const ops::OpDef& fused_op, ops::registry().add([] {
   d.category = ops::Category::fused;
   d.num_inputs = -1;
   d.doc = "a group of elementwise ops evaluated block by block in one kernel (made by graph fusion)";
+  d.nondiff_reason = "exists only in compiled graphs, made after differentiation";
   d.cpu_dtypes = kAllTypes;
   d.infer = [](const ops::OpDef&, std::span<const ops::TensorMeta>, const ops::Attrs&, ops::MetaList&) {
     MS_THROW(GraphError, "fused: a fused node's metas come from its program, not from inference");

@@ -45,7 +45,8 @@ inline const IsaKernelRow* find_isa_row(cpu::Isa level, std::string_view name) {
 
 struct IsaBinding {
   std::mutex mu;
-  /// The baseline tables of every op registered through add_elementwise_op.
+  /// The baseline tables of every op registered through add_elementwise_op, by name: a
+  /// level's rows name their op (they are constants of other units, made before any op is).
   std::map<std::string, IsaKernelRow, std::less<>> base;
   cpu::Isa level = cpu::Isa::baseline;
   bool chosen = false;
@@ -138,7 +139,7 @@ inline void set_isa(Isa level) {
   std::lock_guard lk(b.mu);
   for (auto& [name, base] : b.base) {
     const ops::IsaKernelRow* row = level == Isa::baseline ? nullptr : ops::detail::find_isa_row(level, name);
-    ops::registry().set_elementwise_tables(name, row ? *row : base);
+    ops::registry().set_elementwise_tables(ops::registry().get(name), row ? *row : base);
   }
   b.level = level;
   b.chosen = true;
@@ -154,11 +155,10 @@ inline const OpDef& add_elementwise_op(OpDef d) {
   auto& b = detail::isa_binding();
   std::lock_guard lk(b.mu);
   const cpu::Isa level = cpu::detail::current_isa_locked(b);
-  b.base.emplace(d.name, detail::tables_of(d));
-  const std::string name = d.name;
   const OpDef& op = registry().add(std::move(d));
+  b.base.emplace(op.name, detail::tables_of(op));
   if (level != cpu::Isa::baseline)
-    if (const IsaKernelRow* row = detail::find_isa_row(level, name)) registry().set_elementwise_tables(name, *row);
+    if (const IsaKernelRow* row = detail::find_isa_row(level, op.name)) registry().set_elementwise_tables(op, *row);
   return op;
 }
 

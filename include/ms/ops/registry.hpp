@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -373,31 +374,30 @@ class Registry {
     MS_CHECK(def.infer != nullptr, ValueError, "register op '{}': missing shape/dtype inference", def.name);
     MS_CHECK(def.kernel != nullptr || def.view != nullptr, ValueError, "register op '{}': missing CPU kernel", def.name);
     ops_.push_back(std::make_unique<OpDef>(std::move(def)));
-    const OpDef& ref = *ops_.back();
-    by_name_[ref.name] = &ref;
-    return ref;
+    OpDef& own = *ops_.back();
+    by_name_[own.name] = &own;
+    owned_[&own] = &own;
+    return own;
   }
-  /// Attaches a gradient rule (or the reason there is none) to a registered op; used by the
-  /// gradient table in autograd/rules.hpp, one row per op.
-  void set_grad(std::string_view name, GradFn grad, std::string nondiff_reason = {}) {
+  /// Attaches a gradient rule (or the reason there is none) to the registered op `op`, the
+  /// handle add() returned (for user-defined ops, which usually pass theirs to add() in
+  /// OpDef::grad, and for the gradient tables of autograd/, one row per op). ValueError when
+  /// `op` is not an op of this registry (a copy of one, say).
+  void set_grad(const OpDef& op, GradFn grad, std::string nondiff_reason = {}) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = by_name_.find(std::string(name));
-    MS_CHECK(it != by_name_.end(), ValueError, "set_grad: no op named '{}' is registered", name);
-    auto* op = const_cast<OpDef*>(it->second);
-    op->grad = grad;
-    op->nondiff_reason = std::move(nondiff_reason);
+    OpDef& own = owned(op, "set_grad");
+    own.grad = grad;
+    own.nondiff_reason = std::move(nondiff_reason);
   }
-  /// Replaces the block and affine kernel tables of the elementwise op `name` (the kernels
-  /// of another CPU level; see ops/isa_dispatch.hpp). Entries that are null in `t` stay.
-  void set_elementwise_tables(std::string_view name, const IsaKernelRow& t) {
+  /// Replaces the block and affine kernel tables of the registered elementwise op `op` (the
+  /// kernels of another CPU level; see ops/isa_dispatch.hpp). Entries that are null in `t` stay.
+  void set_elementwise_tables(const OpDef& op, const IsaKernelRow& t) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = by_name_.find(std::string(name));
-    MS_CHECK(it != by_name_.end(), ValueError, "set_elementwise_tables: no op named '{}' is registered", name);
-    auto* op = const_cast<OpDef*>(it->second);  // owned by ops_, never const
+    OpDef& own = owned(op, "set_elementwise_tables");
     for (int d = 0; d < kNumDTypes; ++d) {
-      if (t.block[d]) op->elementwise.block[d] = t.block[d];
+      if (t.block[d]) own.elementwise.block[d] = t.block[d];
       for (int v = 0; v < kAffineVariants; ++v)
-        if (t.affine[d][v]) op->elementwise.affine[d][v] = t.affine[d][v];
+        if (t.affine[d][v]) own.elementwise.affine[d][v] = t.affine[d][v];
     }
   }
   /// The op named `name`, or nullptr.
@@ -425,9 +425,18 @@ class Registry {
   }
 
  private:
+  /// The registry's own, mutable definition behind a handle it gave out; the caller holds mu_.
+  OpDef& owned(const OpDef& op, std::string_view what) {
+    auto it = owned_.find(&op);
+    MS_CHECK(it != owned_.end(), ValueError, "{}: op '{}' is not a registered op (pass the handle that registering it returned)",
+             what, op.name);
+    return *it->second;
+  }
+
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<OpDef>> ops_;
   std::map<std::string, const OpDef*, std::less<>> by_name_;
+  std::unordered_map<const OpDef*, OpDef*> owned_;  ///< handle -> the definition in ops_
 };
 
 inline std::vector<AnyTensor> missing_grad(const GradArgs& a) {

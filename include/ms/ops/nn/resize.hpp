@@ -225,6 +225,10 @@ inline Attrs interp_forward_attrs(const Attrs& a) {
   return r;
 }
 
+/// interpolate's gradient rule (below interpolate_grad_op, which it calls). The pair's rules:
+/// each op is linear, and each is the other's adjoint.
+inline std::vector<AnyTensor> interpolate_backward(const GradArgs& a);
+
 }  // namespace detail
 
 // interpolate(x; size, mode, align_corners, scale_h, scale_w).
@@ -245,6 +249,7 @@ MS_REGISTRATION(const OpDef& interpolate_op, registry().add([] {
     const detail::InterpGeom q = detail::interp_geom(k.op, k.in[0].shape(), k.attrs);
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::interpolate_run<T>(k, q); });
   };
+  d.grad = &detail::interpolate_backward;
   d.cost = [](const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
     return detail::interp_cost(in, out, a, out[0].shape);
   };
@@ -275,26 +280,19 @@ MS_REGISTRATION(const OpDef& interpolate_grad_op, registry().add([] {
   d.cost = [](const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
     return detail::interp_cost(in, out, a, in[0].shape);
   };
+  d.grad = [](const GradArgs& a) -> std::vector<AnyTensor> {
+    if (!a.grad_out[0].defined()) return {AnyTensor()};
+    return {call1(interpolate_op, {a.grad_out[0]}, detail::interp_forward_attrs(a.attrs))};
+  };
   return d;
 }()));
 
-namespace detail {
-/// The gradient rules of the pair: each op is linear, and each is the other's adjoint.
-inline bool install_interpolate_grads() {
-  registry().set_grad("interpolate", [](const GradArgs& a) -> std::vector<AnyTensor> {
-    if (!a.grad_out[0].defined()) return {AnyTensor()};
-    Attrs at = a.attrs;
-    at.set("input_shape", a.in[0].shape().vec());
-    return {call1(interpolate_grad_op, {a.grad_out[0]}, at)};
-  });
-  registry().set_grad("interpolate_grad", [](const GradArgs& a) -> std::vector<AnyTensor> {
-    if (!a.grad_out[0].defined()) return {AnyTensor()};
-    return {call1(interpolate_op, {a.grad_out[0]}, interp_forward_attrs(a.attrs))};
-  });
-  return true;
+inline std::vector<AnyTensor> detail::interpolate_backward(const GradArgs& a) {
+  if (!a.grad_out[0].defined()) return {AnyTensor()};
+  Attrs at = a.attrs;
+  at.set("input_shape", a.in[0].shape().vec());
+  return {call1(interpolate_grad_op, {a.grad_out[0]}, at)};
 }
-}  // namespace detail
-MS_REGISTRATION(const bool interpolate_grads_installed, detail::install_interpolate_grads());
 
 inline AnyTensor interpolate(const AnyTensor& x, std::optional<Int2> size, std::optional<Scale2> scale_factor,
                              std::string_view mode, std::optional<bool> align_corners, bool recompute_scale_factor) {
