@@ -9,7 +9,14 @@
 #include <string_view>
 #include <vector>
 
+#include "../../ops/binary.hpp"
+#include "../../ops/linalg.hpp"
+#include "../../ops/nn.hpp"
+#include "../../ops/reduce.hpp"
 #include "../../ops/registry.hpp"
+#include "../../ops/softmax.hpp"
+#include "../../ops/unary.hpp"
+#include "../../ops/views.hpp"
 #include "acl_handles.hpp"
 
 namespace ms::backend::ascend {
@@ -30,7 +37,7 @@ struct LaunchCtx {
 
 /// One row of the mapping.
 struct AclnnRule {
-  std::string_view op;       ///< the ms op name
+  const ops::OpDef* op;      ///< the ms op (its registered handle)
   std::string_view kernels;  ///< the aclnn kernels launched, for IR dumps: "aclnnMatmul+aclnnAdd"
   bool (*supports)(const AclApi& api, std::span<const ops::TensorMeta> in, const ops::Attrs& attrs);
   void (*launch)(LaunchCtx& ctx, std::span<const AnyTensor> in, std::span<AnyTensor> out, const ops::Attrs& attrs);
@@ -39,10 +46,10 @@ struct AclnnRule {
 /// The mapping table (see the end of this file).
 const std::vector<AclnnRule>& aclnn_rules();
 
-/// The row for op `name`, or nullptr.
-inline const AclnnRule* find_aclnn_rule(std::string_view name) {
+/// The row for `op`, or nullptr.
+inline const AclnnRule* find_aclnn_rule(const ops::OpDef& op) {
   for (const AclnnRule& r : aclnn_rules())
-    if (r.op == name) return &r;
+    if (r.op == &op) return &r;
   return nullptr;
 }
 
@@ -223,57 +230,57 @@ inline const std::vector<AclnnRule>& aclnn_rules() {
   using A = const ops::Attrs&;
   using Api = const AclApi&;
   static const std::vector<AclnnRule> rules = {
-      {"add", "aclnnAdd", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Add"); }, &launch_add<false>},
-      {"sub", "aclnnSub", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Sub"); }, &launch_add<true>},
-      {"mul", "aclnnMul", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Mul"); }, MS_ACLNN_BINARY_ROW(Mul)},
-      {"div", "aclnnDiv", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Div"); }, MS_ACLNN_BINARY_ROW(Div)},
-      {"pow", "aclnnPowTensorTensor", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "PowTensorTensor"); },
+      {&ops::add_op, "aclnnAdd", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Add"); }, &launch_add<false>},
+      {&ops::sub_op, "aclnnSub", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Sub"); }, &launch_add<true>},
+      {&ops::mul_op, "aclnnMul", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "Mul"); }, MS_ACLNN_BINARY_ROW(Mul)},
+      {&ops::div_op, "aclnnDiv", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Div"); }, MS_ACLNN_BINARY_ROW(Div)},
+      {&ops::pow_op, "aclnnPowTensorTensor", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "PowTensorTensor"); },
        MS_ACLNN_BINARY_ROW(PowTensorTensor)},
-      {"gt", "aclnnGtTensor", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "GtTensor"); },
+      {&ops::gt_op, "aclnnGtTensor", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "GtTensor"); },
        MS_ACLNN_BINARY_ROW(GtTensor)},
-      {"where", "aclnnSWhere",
+      {&ops::where_op, "aclnnSWhere",
        [](Api api, M in, A) { return in[0].dtype == DType::b8 && in[1].dtype == in[2].dtype && has(api, "SWhere"); },
        [](LaunchCtx& c, std::span<const AnyTensor> in, std::span<AnyTensor> out, A) {
          auto w = T(c, in[0], "condition"), a = T(c, in[1], "self"), b = T(c, in[2], "other"), o = T(c, out[0], "out");
          MS_ACLNN(c, SWhere, w.get(), a.get(), b.get(), o.get());
        }},
-      {"neg", "aclnnNeg", [](Api api, M in, A) { return all_dtype(in, neg_dtype) && has(api, "Neg"); }, MS_ACLNN_UNARY_ROW(Neg)},
-      {"exp", "aclnnExp", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Exp"); }, MS_ACLNN_UNARY_ROW(Exp)},
-      {"log", "aclnnLog", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Log"); }, MS_ACLNN_UNARY_ROW(Log)},
-      {"sqrt", "aclnnSqrt", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Sqrt"); }, MS_ACLNN_UNARY_ROW(Sqrt)},
-      {"relu", "aclnnRelu", [](Api api, M in, A) { return all_dtype(in, relu_dtype) && has(api, "Relu"); }, MS_ACLNN_UNARY_ROW(Relu)},
-      {"sigmoid", "aclnnSigmoid", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Sigmoid"); },
+      {&ops::neg_op, "aclnnNeg", [](Api api, M in, A) { return all_dtype(in, neg_dtype) && has(api, "Neg"); }, MS_ACLNN_UNARY_ROW(Neg)},
+      {&ops::exp_op, "aclnnExp", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Exp"); }, MS_ACLNN_UNARY_ROW(Exp)},
+      {&ops::log_op, "aclnnLog", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Log"); }, MS_ACLNN_UNARY_ROW(Log)},
+      {&ops::sqrt_op, "aclnnSqrt", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Sqrt"); }, MS_ACLNN_UNARY_ROW(Sqrt)},
+      {&ops::relu_op, "aclnnRelu", [](Api api, M in, A) { return all_dtype(in, relu_dtype) && has(api, "Relu"); }, MS_ACLNN_UNARY_ROW(Relu)},
+      {&ops::sigmoid_op, "aclnnSigmoid", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Sigmoid"); },
        MS_ACLNN_UNARY_ROW(Sigmoid)},
-      {"tanh", "aclnnTanh", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Tanh"); }, MS_ACLNN_UNARY_ROW(Tanh)},
-      {"gelu", "aclnnGelu", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Gelu"); }, MS_ACLNN_UNARY_ROW(Gelu)},
-      {"matmul", "aclnnMatmul|aclnnBatchMatMul",
+      {&ops::tanh_op, "aclnnTanh", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Tanh"); }, MS_ACLNN_UNARY_ROW(Tanh)},
+      {&ops::gelu_op, "aclnnGelu", [](Api api, M in, A) { return all_dtype(in, cube_or_act) && has(api, "Gelu"); }, MS_ACLNN_UNARY_ROW(Gelu)},
+      {&ops::matmul_op, "aclnnMatmul|aclnnBatchMatMul",
        [](Api api, M in, A) {
          return all_dtype(in, cube_or_act) && in[0].shape.rank() >= 2 && in[1].shape.rank() >= 2 && has(api, "Matmul") &&
                 has(api, "BatchMatMul");
        },
        &launch_matmul},
-      {"linear", "aclnnMatmul+aclnnAdd",
+      {&ops::linear_op, "aclnnMatmul+aclnnAdd",
        [](Api api, M in, A) {
          return all_dtype(in, cube_or_act) && in[0].shape.rank() >= 2 && has(api, "Matmul") && has(api, "Add");
        },
        &launch_linear},
-      {"softmax", "aclnnSoftmax", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Softmax"); },
+      {&ops::softmax_op, "aclnnSoftmax", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Softmax"); },
        [](LaunchCtx& c, std::span<const AnyTensor> in, std::span<AnyTensor> out, A a) {
          auto x = T(c, in[0], "self"), o = T(c, out[0], "out");
          std::int64_t axis = a.i("axis", -1);
          MS_ACLNN(c, Softmax, x.get(), axis, o.get());
        }},
-      {"sum", "aclnnReduceSum", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "ReduceSum"); },
+      {&ops::sum_op, "aclnnReduceSum", [](Api api, M in, A) { return all_dtype(in, numeric) && has(api, "ReduceSum"); },
        &launch_reduce<false>},
-      {"mean", "aclnnMean", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Mean"); }, &launch_reduce<true>},
-      {"cast", "aclnnCast",
+      {&ops::mean_op, "aclnnMean", [](Api api, M in, A) { return all_dtype(in, floating) && has(api, "Mean"); }, &launch_reduce<true>},
+      {&ops::cast_op, "aclnnCast",
        [](Api api, M in, A a) { return any_dtype(in[0].dtype) && any_dtype(a.dtype("dtype")) && has(api, "Cast"); },
        [](LaunchCtx& c, std::span<const AnyTensor> in, std::span<AnyTensor> out, A) {
          auto x = T(c, in[0], "self"), o = T(c, out[0], "out");
          MS_ACLNN(c, Cast, x.get(), *acl_dtype(out[0].dtype()), o.get());
        }},
-      {"cross_entropy", "aclnnOneHot+aclnnSoftmaxCrossEntropyWithLogits+aclnnMean", &ce_supports, &launch_cross_entropy},
-      {"cross_entropy_grad", "aclnnOneHot+aclnnSoftmaxCrossEntropyWithLogits+aclnnMul+aclnnMuls", &ce_supports,
+      {&ops::cross_entropy_op, "aclnnOneHot+aclnnSoftmaxCrossEntropyWithLogits+aclnnMean", &ce_supports, &launch_cross_entropy},
+      {&ops::cross_entropy_grad_op, "aclnnOneHot+aclnnSoftmaxCrossEntropyWithLogits+aclnnMul+aclnnMuls", &ce_supports,
        &launch_cross_entropy_grad},
   };
   return rules;

@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "../../ops/reduce.hpp"
 #include "../../ops/registry.hpp"
+#include "../../ops/unary.hpp"
 #include "acl_handles.hpp"
 
 namespace ms::backend::ascend {
@@ -38,7 +40,7 @@ class AicpuCall {
 
 /// One row of the mapping.
 struct AicpuRule {
-  std::string_view op;       ///< the ms op name
+  const ops::OpDef* op;      ///< the ms op (its registered handle)
   std::string_view op_type;  ///< the AI CPU op type passed to aclopCompileAndExecute
   bool (*supports)(std::span<const ops::TensorMeta> in, const ops::Attrs& attrs);
   /// Sets the op type's attributes (and reinterpreted input dimensions) from the ms attributes.
@@ -51,10 +53,10 @@ struct AicpuRule {
 /// The mapping table (see the end of this file).
 const std::vector<AicpuRule>& aicpu_rules();
 
-/// The row for op `name`, or nullptr.
-inline const AicpuRule* find_aicpu_rule(std::string_view name) {
+/// The row for `op`, or nullptr.
+inline const AicpuRule* find_aicpu_rule(const ops::OpDef& op) {
   for (const AicpuRule& r : aicpu_rules())
-    if (r.op == name) return &r;
+    if (r.op == &op) return &r;
   return nullptr;
 }
 
@@ -224,12 +226,12 @@ inline const std::vector<AicpuRule>& aicpu_rules() {
   using A = const ops::Attrs&;
   using I = std::span<const AnyTensor>;
   static const std::vector<AicpuRule> rules = {
-      {"erf", "Erf", [](M in, A) { return float_in(in); }, [](AicpuCall&, I, A) {}},
-      {"leaky_relu", "LeakyRelu", [](M in, A) { return float_in(in); },
+      {&ops::erf_op, "Erf", [](M in, A) { return float_in(in); }, [](AicpuCall&, I, A) {}},
+      {&ops::leaky_relu_op, "LeakyRelu", [](M in, A) { return float_in(in); },
        [](AicpuCall& c, I, A a) { c.set_float("negative_slope", a.f("slope", 0.01)); }},
-      {"argmax", "ArgMaxD", [](M in, A) { return arg_in(in); }, &prepare_arg, true},
-      {"argmin", "ArgMinD", [](M in, A) { return arg_in(in); }, &prepare_arg, true},
-      {"prod", "ReduceProdD", [](M in, A) { return prod_in(in); },
+      {&ops::argmax_op, "ArgMaxD", [](M in, A) { return arg_in(in); }, &prepare_arg, true},
+      {&ops::argmin_op, "ArgMinD", [](M in, A) { return arg_in(in); }, &prepare_arg, true},
+      {&ops::prod_op, "ReduceProdD", [](M in, A) { return prod_in(in); },
        [](AicpuCall& c, I in, A a) {
          std::vector<std::int64_t> axes = a.has("axes") ? a.ints("axes") : std::vector<std::int64_t>{};
          if (axes.empty())

@@ -265,14 +265,14 @@ class AscendBackend final : public Backend {
                 const ops::Attrs& attrs) const override {
     if (e == Engine::ai_cpu) {
       if (op.is_view() || !api_.has_aicpu()) return false;
-      const AicpuRule* r = find_aicpu_rule(op.name);
+      const AicpuRule* r = find_aicpu_rule(op);
       return r != nullptr && r->supports(in, attrs);
     }
     if (e != Engine::ai_core) return false;
     if (op.is_pure_view()) return true;  // a layout change: no kernel
     if (device_kernel_for(op, in, attrs) != nullptr) return true;           // registered for this device type
     if (&op == &ops::copy__op) return in[0].shape == in[1].shape;           // a device-to-device copy
-    const AclnnRule* r = find_aclnn_rule(op.name);
+    const AclnnRule* r = find_aclnn_rule(op);
     // bfloat16 only where the chip's kernels take it (A2/A3).
     if (!api_.soc.bf16 && std::any_of(in.begin(), in.end(), [](const ops::TensorMeta& m) { return m.dtype == DType::bf16; }))
       return false;
@@ -288,12 +288,12 @@ class AscendBackend final : public Backend {
   std::string_view kernels(const ops::OpDef& op) const {
     if (find_device_kernel(op, DeviceType::ascend) != nullptr) return "registered device kernel";
     if (&op == &ops::copy__op) return "aclrtMemcpyAsync";
-    const AclnnRule* r = find_aclnn_rule(op.name);
+    const AclnnRule* r = find_aclnn_rule(op);
     return r ? r->kernels : std::string_view{};
   }
   /// The AI CPU op type `op` runs as ("Erf"), or "" for none.
   std::string_view aicpu_op_type(const ops::OpDef& op) const {
-    const AicpuRule* r = find_aicpu_rule(op.name);
+    const AicpuRule* r = find_aicpu_rule(op);
     return r ? r->op_type : std::string_view{};
   }
   double cost_us(Engine e, const ops::OpDef& op, std::span<const ops::TensorMeta> in,
@@ -331,7 +331,7 @@ class AscendBackend final : public Backend {
     };
     try {
       if (e == Engine::ai_cpu) {
-        const AicpuRule* r = find_aicpu_rule(op.name);
+        const AicpuRule* r = find_aicpu_rule(op);
         MS_CHECK(r != nullptr, DeviceError, "{}: no AI CPU mapping", op.name);
         launch_aicpu(api_, *r, s.raw(), in, out, attrs, sf);
         return;
@@ -351,7 +351,7 @@ class AscendBackend final : public Backend {
         out[0] = in[0];
         return;
       }
-      const AclnnRule* r = find_aclnn_rule(op.name);
+      const AclnnRule* r = find_aclnn_rule(op);
       MS_CHECK(r != nullptr, DeviceError, "{}: no aclnn mapping", op.name);
       LaunchCtx ctx{api_, s.raw(), sf, consts_.get(), cube_math_type()};
       r->launch(ctx, in, out, attrs);

@@ -34,7 +34,7 @@ inline AnyTensor selftest_rand(const Shape& s, double lo, double hi) {
 }
 
 struct SelftestCase {
-  const char* op;
+  const ops::OpDef* op;
   std::vector<AnyTensor> in;
   ops::Attrs attrs;
 };
@@ -47,42 +47,42 @@ inline std::vector<SelftestCase> selftest_cases() {
   const A ce{{"reduction", std::string("mean")}, {"label_smoothing", 0.0}, {"ignore_index", std::int64_t{-100}}};
   const A sum_axes{{"axes", ops::IntList{1}}, {"keepdim", false}};
   std::vector<SelftestCase> c = {
-      {"add", {r(s), r(Shape{5})}, {}},
-      {"sub", {r(s), r(s)}, {}},
-      {"mul", {r(s), r(Shape{3, 1})}, {}},
-      {"div", {r(s), r(s, 0.5, 2)}, {}},
-      {"pow", {r(s, 0.1, 3), r(s)}, {}},
-      {"gt", {r(s), r(s)}, {}},
-      {"neg", {r(s)}, {}},
-      {"exp", {r(s)}, {}},
-      {"log", {r(s, 0.1, 4)}, {}},
-      {"sqrt", {r(s, 0, 4)}, {}},
-      {"relu", {r(s)}, {}},
-      {"sigmoid", {r(s)}, {}},
-      {"tanh", {r(s)}, {}},
-      {"gelu", {r(s)}, {}},
-      {"matmul", {r(Shape{4, 6}), r(Shape{6, 3})}, {}},
-      {"matmul", {r(Shape{2, 4, 6}), r(Shape{2, 6, 3})}, {}},
-      {"linear", {r(Shape{4, 6}), r(Shape{3, 6}), r(Shape{3})}, {}},
-      {"softmax", {r(s)}, A{{"axis", std::int64_t{1}}}},
-      {"sum", {r(s)}, sum_axes},
-      {"mean", {r(s)}, sum_axes},
-      {"cast", {r(s)}, A{{"dtype", DType::i32}}},
-      {"cross_entropy", {r(Shape{4, 5}), AnyTensor(target)}, ce},
-      {"cross_entropy_grad", {r(Shape{4, 5}), AnyTensor(target), AnyTensor(ms::full<float>({}, 0.5f))}, ce},
-      {"erf", {r(s)}, {}},
-      {"leaky_relu", {r(s)}, A{{"slope", 0.1}}},
-      {"argmax", {r(s)}, A{{"axis", std::int64_t{1}}, {"keepdim", false}}},
-      {"argmin", {r(s)}, A{{"axis", std::int64_t{1}}, {"keepdim", false}}},
-      {"prod", {r(s, 0.5, 1.5)}, A{{"axes", ops::IntList{1}}, {"keepdim", false}}},
+      {&ops::add_op, {r(s), r(Shape{5})}, {}},
+      {&ops::sub_op, {r(s), r(s)}, {}},
+      {&ops::mul_op, {r(s), r(Shape{3, 1})}, {}},
+      {&ops::div_op, {r(s), r(s, 0.5, 2)}, {}},
+      {&ops::pow_op, {r(s, 0.1, 3), r(s)}, {}},
+      {&ops::gt_op, {r(s), r(s)}, {}},
+      {&ops::neg_op, {r(s)}, {}},
+      {&ops::exp_op, {r(s)}, {}},
+      {&ops::log_op, {r(s, 0.1, 4)}, {}},
+      {&ops::sqrt_op, {r(s, 0, 4)}, {}},
+      {&ops::relu_op, {r(s)}, {}},
+      {&ops::sigmoid_op, {r(s)}, {}},
+      {&ops::tanh_op, {r(s)}, {}},
+      {&ops::gelu_op, {r(s)}, {}},
+      {&ops::matmul_op, {r(Shape{4, 6}), r(Shape{6, 3})}, {}},
+      {&ops::matmul_op, {r(Shape{2, 4, 6}), r(Shape{2, 6, 3})}, {}},
+      {&ops::linear_op, {r(Shape{4, 6}), r(Shape{3, 6}), r(Shape{3})}, {}},
+      {&ops::softmax_op, {r(s)}, A{{"axis", std::int64_t{1}}}},
+      {&ops::sum_op, {r(s)}, sum_axes},
+      {&ops::mean_op, {r(s)}, sum_axes},
+      {&ops::cast_op, {r(s)}, A{{"dtype", DType::i32}}},
+      {&ops::cross_entropy_op, {r(Shape{4, 5}), AnyTensor(target)}, ce},
+      {&ops::cross_entropy_grad_op, {r(Shape{4, 5}), AnyTensor(target), AnyTensor(ms::full<float>({}, 0.5f))}, ce},
+      {&ops::erf_op, {r(s)}, {}},
+      {&ops::leaky_relu_op, {r(s)}, A{{"slope", 0.1}}},
+      {&ops::argmax_op, {r(s)}, A{{"axis", std::int64_t{1}}, {"keepdim", false}}},
+      {&ops::argmin_op, {r(s)}, A{{"axis", std::int64_t{1}}, {"keepdim", false}}},
+      {&ops::prod_op, {r(s, 0.5, 1.5)}, A{{"axes", ops::IntList{1}}, {"keepdim", false}}},
   };
-  AnyTensor cond = ops::call1(ops::registry().get("gt"), {r(s), r(s)});
-  c.push_back({"where", {cond, r(s), r(s)}, {}});
+  AnyTensor cond = ops::call1(ops::gt_op, {r(s), r(s)});
+  c.push_back({&ops::where_op, {cond, r(s), r(s)}, {}});
   return c;
 }
 
 inline double selftest_err(const AnyTensor& got, const AnyTensor& want) {
-  const auto& cast = ops::registry().get("cast");
+  const ops::OpDef& cast = ops::cast_op;
   auto g = ops::call1(cast, {got}, ops::Attrs{{"dtype", DType::f64}}).as<double>().to_vector();
   auto w = ops::call1(cast, {want}, ops::Attrs{{"dtype", DType::f64}}).as<double>().to_vector();
   double e = 0;
@@ -97,9 +97,9 @@ inline double selftest_err(const AnyTensor& got, const AnyTensor& want) {
 inline std::vector<SelftestRow> selftest(AscendBackend& be, double tol = 1e-3) {
   std::vector<SelftestRow> rows;
   for (detail::SelftestCase& c : detail::selftest_cases()) {
-    const ops::OpDef& op = ops::registry().get(c.op);
+    const ops::OpDef& op = *c.op;
     SelftestRow row;
-    row.op = c.op;
+    row.op = op.name;
     SmallVec<ops::TensorMeta, 4> metas = ops::input_metas(c.in);
     const std::span<const ops::TensorMeta> m(metas.data(), metas.size());
     row.inputs = ops::metas_str(m);
