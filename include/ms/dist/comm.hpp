@@ -126,6 +126,9 @@ struct State {
   bool abort_on_uncaught = true;
   std::int64_t check_calls = 256;  ///< Options::check_calls
   std::vector<GroupRec> groups;  ///< id -> group; 0 is the world
+  /// Set by use_hccl(): collectives run as device kernels in traced graphs, which the
+  /// non-blocking start/wait pair (dist/async_ops.hpp) has none of yet.
+  std::atomic<bool> device_collectives{false};
   // The watchdog: a blocking collective in progress and when it must be done.
   std::atomic<std::int64_t> deadline_ns{0};  ///< 0: none in flight
   // What is in flight: the op's name and group, formatted only when the watchdog fires
