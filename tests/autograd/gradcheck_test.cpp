@@ -167,7 +167,7 @@ TEST_CASE("grad-ready hooks run once per leaf, with its complete gradient", "[gr
   // d/dw2 = h^T, d/dw1 = x^T w2^T + 2 w1.
   Tensor<double> x{{1.0, 2.0}};
   Tensor<double> w1{{0.5, -1.0}, {2.0, 0.25}};
-  Tensor<double> w2{{3.0}, {-1.0}};
+  Tensor<double> w2 = Tensor<double>{3.0, -1.0}.reshape({2, 1});
   w1.requires_grad_();
   w2.requires_grad_();
   std::vector<std::string> order;
