@@ -616,17 +616,21 @@ class Work {
     finish();
     return true;
   }
-  /// Blocks until the collective completes; DistError after the timeout.
+  /// Blocks until the collective completes; DistError after the timeout. Polls without
+  /// pause, as MPI_Wait does (the transfer advances only inside MPI calls: a sleep between
+  /// polls would stall it), yielding the core between polls once the wait is long (an
+  /// oversubscribed machine, where the rank it waits for may need that core).
   void wait() {
     const double t = timeout();
     const std::int64_t deadline = t > 0 ? detail::now_ns() + static_cast<std::int64_t>(t * 1e9) : 0;
-    int spins = 0;
+    std::int64_t spins = 0;
     while (!test()) {
-      if (deadline && detail::now_ns() > deadline)
+      ++spins;
+      if ((spins & 255) == 0 && deadline && detail::now_ns() > deadline)
         MS_THROW(DistError, "{}: did not complete within {} s on rank {} of {} (another rank failed, exited or did "
                             "not call it)",
                  what_, t, rank(), world_size());
-      if (++spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (spins > 1024) std::this_thread::yield();
     }
   }
   bool done() const { return done_; }
