@@ -5,7 +5,9 @@
 // all_reduce_wait(buffer) completes it and returns the reduced values. Between the two the
 // buffer belongs to MPI: the start's output is read by nothing but its wait, so the memory
 // planner keeps it alive and unaliased until the wait (its lifetime ends at its last
-// reader, and only elementwise ops write over a buffer they read). Both are marked
+// reader, and only elementwise and index-aligned ops write over a buffer they read). The
+// wait is index-aligned: a replay plans its result into the buffer itself (no copy; the
+// buffer then lives as long as the result is read). Both are marked
 // is_random: never merged (CSE), never run at compile time (folding); dead-code
 // elimination removes a start only once its wait is gone. Not differentiable (the grad-
 // ready hooks of DataParallel call them inside backward).
@@ -139,7 +141,9 @@ inline void wait_kernel(const KernelArgs& k) {
     w.wait();  // DistError after the timeout
     if (s.pending.empty()) ops::detail::progress = nullptr;
   }
-  if (buf.nbytes() > 0) std::memcpy(k.out[0].raw_data(), buf.raw_data(), buf.nbytes());
+  // A replay plans the result into the buffer itself (index-aligned, its last reader): no copy.
+  if (buf.nbytes() > 0 && k.out[0].raw_data() != buf.raw_data())
+    std::memcpy(k.out[0].raw_data(), buf.raw_data(), buf.nbytes());
 }
 
 inline OpDef async_op(std::string name, std::string doc, int num_inputs, std::vector<std::string> attrs,
@@ -165,9 +169,13 @@ inline const ops::OpDef& all_reduce_start_op = ops::registry().add(detail::async
     "all_reduce_start",
     "packs its tensors into one 1-d buffer and starts a non-blocking all-reduce of it (MPI_Iallreduce)", -1,
     {"op", "group"}, &detail::start_infer, &detail::start_kernel));
-inline const ops::OpDef& all_reduce_wait_op = ops::registry().add(detail::async_op(
-    "all_reduce_wait", "waits for the all-reduce that all_reduce_start began on its buffer; returns the result", 1,
-    {}, &detail::wait_infer, &detail::wait_kernel));
+inline const ops::OpDef& all_reduce_wait_op = ops::registry().add([] {
+  ops::OpDef d =
+      detail::async_op("all_reduce_wait", "waits for the all-reduce that all_reduce_start began on its buffer; returns "
+                       "the result", 1, {}, &detail::wait_infer, &detail::wait_kernel);
+  d.index_aligned = true;  // element i of the result is element i of the buffer: planned in place
+  return d;
+}());
 
 /// Packs `xs` (flattened, in order; one dtype, on the cpu) into one 1-d buffer and starts
 /// an all-reduce of it over the group without waiting; returns the buffer, to be passed to

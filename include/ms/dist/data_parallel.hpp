@@ -4,8 +4,12 @@
 // initial parameters and buffers from rank 0, checks that every rank holds the same
 // parameter shapes, and averages gradients across ranks in buckets, with registered
 // collective ops, so that a training step captured by ms::jit (forward, backward, bucketed
-// all-reduce, optimizer update) is one replayed graph. Also: metrics reduced across ranks,
-// BatchNorm running statistics averaged, and rank-0-only checkpoints.
+// all-reduce, optimizer update) is one replayed graph. With DataParallelOptions::overlap
+// (the default) each bucket's all-reduce starts during backward, as soon as backward has
+// produced the bucket's last gradient (grad-ready hooks on the parameters, armed by the
+// forward through operator(); all_reduce_start, dist/async_ops.hpp), and reduce_gradients()
+// only waits for it. Also: metrics reduced across ranks, BatchNorm running statistics
+// averaged, and rank-0-only checkpoints.
 // Must not know about MPI (dist/comm.hpp does) or about a particular model.
 //
 //   ms::dist::Context ctx(&argc, &argv);
