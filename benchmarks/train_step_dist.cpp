@@ -43,7 +43,8 @@ double time_step(std::int64_t batch, Mode mode, int iters, double* done_share = 
   ms::manual_seed(0);
   auto model = ms::nn::mlp(784, {256, 256}, 10);
   std::optional<ms::dist::DataParallel> dp;
-  if (data_parallel) dp.emplace(model, ms::dist::DataParallelOptions{.bucket_bytes = mode.bucket_bytes, .overlap = mode.overlap});
+  if (data_parallel)
+    dp.emplace(model, ms::dist::DataParallelOptions{.bucket_bytes = mode.bucket_bytes, .overlap = mode.overlap});
   ms::optim::Adam opt(model->parameters(), 1e-3);
   std::vector<ms::AnyTensor> params = model->parameters_any();
   ms::Tensor<float> x = ms::rand<float>({batch, 1, 28, 28});
@@ -65,7 +66,8 @@ double time_step(std::int64_t batch, Mode mode, int iters, double* done_share = 
     best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count() / iters);
   }
   const ms::dist::AsyncStats st = ms::dist::async_stats();
-  if (done_share) *done_share = st.started ? static_cast<double>(st.done_before_wait) / static_cast<double>(st.started) : 0;
+  if (done_share)
+    *done_share = st.started ? static_cast<double>(st.done_before_wait) / static_cast<double>(st.started) : 0;
   return best;
 }
 

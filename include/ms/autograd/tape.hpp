@@ -182,7 +182,8 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
       if (e.leaf) {
         if (g.defined()) deliver_leaf(e.leaf, g);
         if (!leaf_left.empty())
-          if (auto it = leaf_left.find(e.leaf.get()); it != leaf_left.end() && --it->second == 0) fire_hooks(e.leaf.get());
+          if (auto it = leaf_left.find(e.leaf.get()); it != leaf_left.end() && --it->second == 0)
+            fire_hooks(e.leaf.get());
         continue;
       }
       auto& slot = pending[e.node.get()];

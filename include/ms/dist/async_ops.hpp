@@ -76,8 +76,9 @@ inline void start_infer(const OpDef& op, std::span<const TensorMeta> in, const A
   const ReduceOp r = reduce_of(a);
   std::int64_t n = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
-    MS_CHECK(in[i].dtype == in[0].dtype, DTypeError, "{}: every tensor must have one dtype; input 0 is {} {}, input {} is {} {}",
-             op.name, shape_str(in[0].shape), in[0].dtype, i, shape_str(in[i].shape), in[i].dtype);
+    MS_CHECK(in[i].dtype == in[0].dtype, DTypeError,
+             "{}: every tensor must have one dtype; input 0 is {} {}, input {} is {} {}", op.name,
+             shape_str(in[0].shape), in[0].dtype, i, shape_str(in[i].shape), in[i].dtype);
     n += numel(in[i].shape);
   }
   const DType d = in[0].dtype;
@@ -85,7 +86,8 @@ inline void start_infer(const OpDef& op, std::span<const TensorMeta> in, const A
            "{}: dtype {} is not supported (float32, float64, int32, int64; cast 16-bit floats first); inputs {}",
            op.name, d, ops::metas_str(in));
   if (r == ReduceOp::mean)
-    MS_CHECK(is_floating(d), DTypeError, "{}: reduction mean needs a floating dtype, got {}", op.name, ops::metas_str(in));
+    MS_CHECK(is_floating(d), DTypeError, "{}: reduction mean needs a floating dtype, got {}", op.name,
+             ops::metas_str(in));
   out.push_back(TensorMeta{d, Shape{n}});
 }
 
@@ -184,8 +186,8 @@ inline const ops::OpDef& all_reduce_wait_op = ops::registry().add([] {
 inline AnyTensor all_reduce_start(std::span<const AnyTensor> xs, ReduceOp op = ReduceOp::sum,
                                   const Group& g = world()) {
   for (const AnyTensor& x : xs)
-    MS_CHECK(!x.defined() || x.device().is_cpu(), DeviceError, "all_reduce_start: the tensors must be on the cpu, got {}",
-             x.device());
+    MS_CHECK(!x.defined() || x.device().is_cpu(), DeviceError,
+             "all_reduce_start: the tensors must be on the cpu, got {}", x.device());
   return ops::call1(all_reduce_start_op, xs, ops::Attrs{{"op", std::string(reduce_op_name(op))}, {"group", g.id()}});
 }
 inline AnyTensor all_reduce_start(std::initializer_list<AnyTensor> xs, ReduceOp op = ReduceOp::sum,

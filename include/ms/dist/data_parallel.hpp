@@ -263,7 +263,8 @@ class DataParallel {
         hook_ids_.clear();
         return;
       }
-      hook_ids_.push_back(autograd::add_grad_ready_hook(params_[i], [this, i](const AnyTensor& g) { grad_ready(i, g); }));
+      hook_ids_.push_back(
+          autograd::add_grad_ready_hook(params_[i], [this, i](const AnyTensor& g) { grad_ready(i, g); }));
     }
   }
 
