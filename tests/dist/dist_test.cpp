@@ -567,6 +567,27 @@ TEST_CASE("all_reduce_start / wait in a captured graph: kept apart, not merged, 
   REQUIRE(starts.size() == 2);
   REQUIRE(waits.size() == 2);
   CHECK(starts[1] < waits[0]);  // both launched before either is waited for
+  // In a replay each wait writes its result over its own buffer (planned in place: no copy).
+  struct InPlace : ms::ops::OpObserver {
+    int waits = 0, in_place = 0;
+    std::uint64_t begin(const ms::ops::OpDef&, std::span<const AnyTensor>, const ms::ops::Attrs&,
+                        const ms::ops::OpCallInfo&) override {
+      return 0;
+    }
+    void end(std::uint64_t, const ms::ops::OpDef& op, std::span<const AnyTensor> in, const ms::ops::Attrs&,
+             std::span<const AnyTensor> out, const ms::ops::OpCallInfo&) override {
+      if (&op != &dist::all_reduce_wait_op) return;
+      ++waits;
+      if (out[0].raw_data() == in[0].raw_data()) ++in_place;
+    }
+    bool needs_values() const override { return false; }
+  } seen;
+  {
+    ms::ops::ObserverScope scope(&seen);
+    f(ms::full<float>(Shape{64}, 1.0f));
+  }
+  CHECK(seen.waits == 2);
+  CHECK(seen.in_place == 2);
 }
 
 namespace {
