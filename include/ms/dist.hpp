@@ -1,7 +1,8 @@
 #pragma once
 // The distributed umbrella header: processes and groups (dist/comm.hpp), collectives as
-// registered ops (dist/ops.hpp), data-parallel training (dist/data_parallel.hpp) and HCCL
-// on Ascend (dist/hccl.hpp: libhccl.so is opened only when first used).
+// registered ops (dist/ops.hpp; the non-blocking start/wait pair: dist/async_ops.hpp),
+// data-parallel training (dist/data_parallel.hpp) and HCCL on Ascend (dist/hccl.hpp:
+// libhccl.so is opened only when first used).
 // Opt-in: <ms/ms.hpp> does not include it. Link the ms::dist CMake target to run on MPI
 // (it defines MS_HAVE_MPI); without it every program is a world of one process.
 
@@ -13,6 +14,7 @@
 #include "ms.hpp"
 #include "dist/comm.hpp"
 #include "dist/ops.hpp"
+#include "dist/async_ops.hpp"
 #include "dist/data_parallel.hpp"
 #include "dist/hccl.hpp"
 

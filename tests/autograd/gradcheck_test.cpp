@@ -160,3 +160,50 @@ TEST_CASE("backward skips the gradient of an input that needs none", "[grad]") {
   // d/dk[i][j] = sum of the 2x2 windows' element (i, j): 1+2+4+5, 2+3+5+6, 4+5+7+8, 5+6+8+9.
   ms_test::require_values(Tensor<double>(gk[0]), {12.0, 16.0, 24.0, 28.0});
 }
+
+TEST_CASE("grad-ready hooks run once per leaf, with its complete gradient", "[grad]") {
+  // loss = sum(x w1 w2) + sum(w1 * w1): w1 gets three contributions (the product's two
+  // inputs and the first matmul), w2 one. By hand, with h = x w1 = [4.5, -0.5]:
+  // d/dw2 = h^T, d/dw1 = x^T w2^T + 2 w1.
+  Tensor<double> x{{1.0, 2.0}};
+  Tensor<double> w1{{0.5, -1.0}, {2.0, 0.25}};
+  Tensor<double> w2 = Tensor<double>{3.0, -1.0}.reshape({2, 1});
+  w1.requires_grad_();
+  w2.requires_grad_();
+  std::vector<std::string> order;
+  AnyTensor seen1, seen2;
+  auto id1 = ms::autograd::add_grad_ready_hook(w1, [&](const AnyTensor& g) { order.push_back("w1"); seen1 = g; });
+  auto id2 = ms::autograd::add_grad_ready_hook(w2, [&](const AnyTensor& g) { order.push_back("w2"); seen2 = g; });
+  auto loss_of = [&] {
+    return ms::ops::add(ms::ops::sum(ms::ops::matmul(ms::ops::matmul(x, w1), w2), {}, false),
+                        ms::ops::sum(ms::ops::mul(w1, w1), {}, false));
+  };
+  auto g = ms::autograd::grad(loss_of(), {w1, w2});
+  // w2's gradient is complete before backward reaches the first matmul, w1's only after it.
+  CHECK(order == std::vector<std::string>{"w2", "w1"});
+  CHECK(seen1.is_same(g[0]));  // the gradient grad() returns, all contributions summed
+  CHECK(seen2.is_same(g[1]));
+  ms_test::require_values(Tensor<double>(g[0]), {4.0, -3.0, 10.0, -1.5});
+  ms_test::require_values(Tensor<double>(g[1]), {4.5, -0.5});
+
+  // backward(): the hooks see the accumulated .grad (here twice the gradient).
+  loss_of().backward();
+  order.clear();
+  loss_of().backward();
+  CHECK(order == std::vector<std::string>{"w2", "w1"});
+  CHECK(seen1.is_same(w1.grad_any()));
+  ms_test::require_values(Tensor<double>(seen1), {8.0, -6.0, 20.0, -3.0});
+
+  // Only leaves whose gradient grad() computes: w2 alone.
+  order.clear();
+  ms::autograd::grad(loss_of(), {w2});
+  CHECK(order == std::vector<std::string>{"w2"});
+
+  ms::autograd::remove_grad_ready_hook(w1, id1);
+  ms::autograd::remove_grad_ready_hook(w2, id2);
+  order.clear();
+  ms::autograd::grad(loss_of(), {w1, w2});
+  CHECK(order.empty());
+  CHECK_THROWS_WITH(ms::autograd::add_grad_ready_hook(ms::ops::mul(w1, w1), [](const AnyTensor&) {}),
+                    "[ms.value_error] add_grad_ready_hook: the tensor float64 (2, 2) is not a leaf that requires grad");
+}

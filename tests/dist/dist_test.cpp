@@ -429,11 +429,12 @@ double max_rel_diff(const std::vector<Tensor<float>>& a, const std::vector<Tenso
 /// Trains `steps` steps of an MLP with DataParallel (32 rows per rank) and, on each rank
 /// alone, the same MLP on the whole global batch; returns the largest relative difference
 /// of the parameters.
-double equivalence(bool captured, std::int64_t bucket_bytes, int steps, std::size_t* buckets) {
+double equivalence(bool captured, std::int64_t bucket_bytes, int steps, std::size_t* buckets, bool overlap,
+                   std::vector<Tensor<float>>* params) {
   const std::int64_t in = 12, classes = 5;
   ms::manual_seed(static_cast<std::uint64_t>(11 + R()));  // different inits: broadcast must fix them
   auto model = ms::nn::mlp(in, {16, 16}, classes);
-  dist::DataParallel dp(model, {.bucket_bytes = bucket_bytes});
+  dist::DataParallel dp(model, {.bucket_bytes = bucket_bytes, .overlap = overlap});
   *buckets = dp.buckets().size();
   auto ref = ms::nn::mlp(in, {16, 16}, classes);
   ref->load_state_dict(model->state_dict());
@@ -455,11 +456,23 @@ double equivalence(bool captured, std::int64_t bucket_bytes, int steps, std::siz
   }
   if (captured) {
     CHECK(jitted.num_traces() == 1);
-    std::size_t reduces = 0;
-    for (const auto& node : jitted.executable()->graph().nodes())
+    std::size_t reduces = 0, starts = 0, waits = 0;
+    for (const auto& node : jitted.executable()->graph().nodes()) {
       if (node.op == &dist::all_reduce_op) ++reduces;
-    CHECK(reduces == dp.buckets().size() + 1);  // one per bucket, plus the loss
+      if (node.op == &dist::all_reduce_start_op) ++starts;
+      if (node.op == &dist::all_reduce_wait_op) ++waits;
+    }
+    if (overlap) {  // one start and one wait per bucket; the loss's all_reduce
+      CHECK(reduces == 1);
+      CHECK(starts == dp.buckets().size());
+      CHECK(waits == dp.buckets().size());
+    } else {
+      CHECK(reduces == dp.buckets().size() + 1);  // one per bucket, plus the loss
+      CHECK(starts == 0);
+    }
   }
+  CHECK(dist::async_in_flight() == 0);
+  *params = model->parameters();
   return max_rel_diff(model->parameters(), ref->parameters());
 }
 
@@ -469,15 +482,230 @@ TEST_CASE("DataParallel: 32 rows per rank train like one process on the global b
   std::size_t buckets = 0;
   for (bool captured : {false, true}) {
     for (std::int64_t bucket_bytes : {std::int64_t{25} << 20, std::int64_t{300}}) {
-      INFO((captured ? "captured" : "eager") << ", bucket_bytes " << bucket_bytes);
-      const double d = equivalence(captured, bucket_bytes, 6, &buckets);
-      if (R() == 0)
-        std::printf("equivalence %s bucket_bytes=%lld buckets=%zu world=%d: max relative parameter difference %.3g\n",
-                    captured ? "captured" : "eager", static_cast<long long>(bucket_bytes), buckets, W(), d);
-      CHECK(d < 1e-5);
-      CHECK(buckets == (bucket_bytes > 1000 ? 1u : 6u));  // six parameter tensors, each over 300 bytes
+      std::vector<Tensor<float>> plain, overlapped;
+      for (bool overlap : {false, true}) {
+        INFO((captured ? "captured" : "eager") << ", bucket_bytes " << bucket_bytes << ", overlap " << overlap);
+        const double d = equivalence(captured, bucket_bytes, 6, &buckets, overlap, overlap ? &overlapped : &plain);
+        if (R() == 0)
+          std::printf("equivalence %s bucket_bytes=%lld buckets=%zu overlap=%d world=%d: max relative parameter "
+                      "difference %.3g\n",
+                      captured ? "captured" : "eager", static_cast<long long>(bucket_bytes), buckets, overlap ? 1 : 0,
+                      W(), d);
+        CHECK(d < 1e-5);
+        CHECK(buckets == (bucket_bytes > 1000 ? 1u : 6u));  // six parameter tensors, each over 300 bytes
+      }
+      // Overlapped and blocking: the same sums (MPI_Iallreduce and MPI_Allreduce may order a
+      // sum of three ranks differently, so not bit-identical beyond two).
+      const double d = max_rel_diff(overlapped, plain);
+      if (R() == 0) std::printf("overlapped vs blocking world=%d: max relative parameter difference %.3g\n", W(), d);
+      CHECK(d < 1e-6);
     }
   }
+}
+
+TEST_CASE("all_reduce_start / all_reduce_wait: packed buffer, values, typed errors", "[dist][async]") {
+  Tensor<double> a = rank_tensor<double>(R(), 5);
+  Tensor<double> b = rank_tensor<double>(R(), 6);
+  dist::reset_async_stats();
+  AnyTensor buf = dist::all_reduce_start({a, b.reshape({2, 3})}, ReduceOp::sum);
+  CHECK(buf.shape() == Shape{11});
+  CHECK(dist::async_in_flight() == 1);
+  Tensor<double> r = Tensor<double>(dist::all_reduce_wait(buf));
+  CHECK(dist::async_in_flight() == 0);
+  auto v = r.to_vector();
+  for (std::int64_t i = 0; i < 5; ++i) CHECK(v[static_cast<std::size_t>(i)] == Approx(reference(ReduceOp::sum, i)));
+  for (std::int64_t i = 0; i < 6; ++i) CHECK(v[static_cast<std::size_t>(5 + i)] == Approx(reference(ReduceOp::sum, i)));
+  AnyTensor mb = dist::all_reduce_start({rank_tensor<float>(R(), 4)}, ReduceOp::mean);
+  auto m = Tensor<float>(dist::all_reduce_wait(mb)).to_vector();
+  for (std::int64_t i = 0; i < 4; ++i) CHECK(m[static_cast<std::size_t>(i)] == Approx(reference(ReduceOp::mean, i)));
+  CHECK(dist::async_stats().started == 2);
+  CHECK(dist::async_stats().done_before_wait + dist::async_stats().waited == 2);
+  // Typed errors, the same on every rank (no collective is started).
+  CHECK(error_of([&] { dist::all_reduce_wait(a); }) ==
+        fmt::format("[ms.dist_error] all_reduce_wait: rank {}: no all-reduce is in flight on this (5,) float64 buffer "
+                    "(wait on the output of all_reduce_start, once, on the thread that started it)",
+                    R()));
+  CHECK(error_of([&] { dist::all_reduce_start({a, rank_tensor<float>(R(), 2)}); }) ==
+        "[ms.dtype_error] all_reduce_start: every tensor must have one dtype; input 0 is (5,) float64, input 1 is (2,) "
+        "float32");
+  CHECK(error_of([&] { dist::all_reduce_start({rank_tensor<std::int32_t>(R(), 2)}, ReduceOp::mean); }) ==
+        "[ms.dtype_error] all_reduce_start: reduction mean needs a floating dtype, got (2,) int32");
+  CHECK(error_of([&] { dist::all_reduce_wait(ms::zeros<float>(Shape{2, 2})); }) ==
+        "[ms.shape_error] all_reduce_wait: takes the 1-d buffer made by all_reduce_start, got (2, 2) float32");
+  CHECK(!ms::ops::registry().get("all_reduce_start").differentiable());
+}
+
+TEST_CASE("all_reduce_start / wait in a captured graph: kept apart, not merged, buffer not reused",
+          "[dist][async][graph]") {
+  // Two starts on equal inputs (CSE must not merge them), elementwise work of the buffer's
+  // size between start and wait (the planner must not put it in the buffer in flight).
+  auto f = ms::jit([](const Tensor<float>& x) {
+    AnyTensor b1 = dist::all_reduce_start({x * 2.0f}, ReduceOp::sum);
+    AnyTensor b2 = dist::all_reduce_start({x * 2.0f}, ReduceOp::sum);
+    Tensor<float> t = ms::exp(x) * 3.0f + x;
+    Tensor<float> u = t * t - 1.0f;
+    Tensor<float> r1 = Tensor<float>(dist::all_reduce_wait(b1));
+    Tensor<float> r2 = Tensor<float>(dist::all_reduce_wait(b2));
+    return r1 + r2 + u * 0.0f;
+  });
+  for (int rep = 0; rep < 3; ++rep) {
+    Tensor<float> x = ms::full<float>(Shape{64}, 0.25f * static_cast<float>(R() + rep));
+    float sum_x = 0;
+    for (int r = 0; r < W(); ++r) sum_x += 0.25f * static_cast<float>(r + rep);
+    auto got = f(x).to_vector();
+    CHECK(got[0] == Approx(4 * sum_x));
+    CHECK(got[63] == Approx(4 * sum_x));
+  }
+  CHECK(f.num_traces() == 1);
+  CHECK(dist::async_in_flight() == 0);
+  const auto& nodes = f.executable()->graph().nodes();
+  std::vector<std::size_t> starts, waits;
+  for (std::size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].op == &dist::all_reduce_start_op) starts.push_back(k);
+    if (nodes[k].op == &dist::all_reduce_wait_op) waits.push_back(k);
+  }
+  REQUIRE(starts.size() == 2);
+  REQUIRE(waits.size() == 2);
+  CHECK(starts[1] < waits[0]);  // both launched before either is waited for
+  // In a replay each wait writes its result over its own buffer (planned in place: no copy).
+  struct InPlace : ms::ops::OpObserver {
+    int waits = 0, in_place = 0;
+    std::uint64_t begin(const ms::ops::OpDef&, std::span<const AnyTensor>, const ms::ops::Attrs&,
+                        const ms::ops::OpCallInfo&) override {
+      return 0;
+    }
+    void end(std::uint64_t, const ms::ops::OpDef& op, std::span<const AnyTensor> in, const ms::ops::Attrs&,
+             std::span<const AnyTensor> out, const ms::ops::OpCallInfo&) override {
+      if (&op != &dist::all_reduce_wait_op) return;
+      ++waits;
+      if (out[0].raw_data() == in[0].raw_data()) ++in_place;
+    }
+    bool needs_values() const override { return false; }
+  } seen;
+  {
+    ms::ops::ObserverScope scope(&seen);
+    f(ms::full<float>(Shape{64}, 1.0f));
+  }
+  CHECK(seen.waits == 2);
+  CHECK(seen.in_place == 2);
+}
+
+namespace {
+/// The ops one rank runs, in order (an observer, as the profiler is).
+struct OpOrder : ms::ops::OpObserver {
+  std::vector<const ms::ops::OpDef*> ops;
+  std::uint64_t begin(const ms::ops::OpDef& op, std::span<const AnyTensor>, const ms::ops::Attrs&,
+                      const ms::ops::OpCallInfo&) override {
+    ops.push_back(&op);
+    return 0;
+  }
+  void end(std::uint64_t, const ms::ops::OpDef&, std::span<const AnyTensor>, const ms::ops::Attrs&,
+           std::span<const AnyTensor>, const ms::ops::OpCallInfo&) override {}
+  bool needs_values() const override { return false; }
+};
+/// Positions of the first all_reduce_start, of the last matmul (backward's last gradient
+/// op: the first layer's weight) and of the first all_reduce_wait in a list of ops.
+struct Positions {
+  std::ptrdiff_t first_start = -1, last_matmul = -1, first_wait = -1, starts = 0;
+};
+template <class Range, class OpOf>
+Positions positions(const Range& r, OpOf op_of) {
+  Positions p;
+  std::ptrdiff_t k = 0;
+  for (const auto& e : r) {
+    const ms::ops::OpDef* op = op_of(e);
+    if (op == &dist::all_reduce_start_op) {
+      if (p.first_start < 0) p.first_start = k;
+      ++p.starts;
+    }
+    if (op == &dist::all_reduce_wait_op && p.first_wait < 0) p.first_wait = k;
+    if (op->category == ms::ops::Category::linalg) p.last_matmul = k;
+    ++k;
+  }
+  return p;
+}
+}  // namespace
+
+TEST_CASE("DataParallel overlap: bucket all-reduces start during backward, eager and captured",
+          "[dist][train][async]") {
+  const std::int64_t in = 12, classes = 5;
+  ms::manual_seed(7);
+  auto model = ms::nn::mlp(in, {16, 16}, classes);
+  dist::DataParallel dp(model, {.bucket_bytes = 300});  // six buckets, one per parameter
+  REQUIRE(dp.buckets().size() == 6);
+  CHECK(dp.overlapping());
+  Data l = local_part(global_batch(0, in, classes));
+  // Eager: the ops in the order they ran.
+  OpOrder order;
+  dist::reset_async_stats();
+  std::vector<AnyTensor> avg;
+  {
+    ms::ops::ObserverScope scope(&order);
+    Tensor<float> loss = ms::cross_entropy(dp(l.x), l.y);
+    avg = dp.reduce_gradients(ms::autograd::grad(loss, dp.parameters()));
+  }
+  Positions e = positions(order.ops, [](const ms::ops::OpDef* op) { return op; });
+  INFO("eager: first start " << e.first_start << ", last matmul " << e.last_matmul << ", first wait " << e.first_wait);
+  CHECK(e.starts == 6);
+  CHECK(e.first_start >= 0);
+  CHECK(e.first_start < e.last_matmul);  // the first bucket is in flight while backward computes
+  CHECK(e.last_matmul < e.first_wait);   // the waits come after backward, where the gradients are used
+  const dist::AsyncStats st = dist::async_stats();
+  CHECK(st.started == 6);
+  if (W() > 1) CHECK(st.polls > 0);  // MPI_Test between backward's ops
+  CHECK(dist::async_in_flight() == 0);
+  // The averaged gradients equal the blocking path's (overlap off).
+  dist::DataParallel plain(model, {.bucket_bytes = 300, .overlap = false});
+  Tensor<float> loss2 = ms::cross_entropy(plain(l.x), l.y);
+  std::vector<AnyTensor> ref = plain.reduce_gradients(ms::autograd::grad(loss2, plain.parameters()));
+  for (std::size_t k = 0; k < ref.size(); ++k) {
+    auto a = Tensor<float>(avg[k]).to_vector(), b = Tensor<float>(ref[k]).to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-6).margin(1e-9));
+  }
+  // Captured: the replayed graph launches each bucket right after its last gradient and
+  // waits where the optimizer reads the averages; the replay polls in between.
+  ms::optim::Adam opt(model->parameters(), 1e-3);
+  auto step = ms::jit([&](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
+    Tensor<float> loss = ms::cross_entropy(dp(x), y);
+    opt.step(dp.reduce_gradients(ms::autograd::grad(loss, dp.parameters())));
+    return loss;
+  });
+  step(l.x, l.y);
+  dist::reset_async_stats();
+  step(l.x, l.y);
+  REQUIRE(step.num_replays() == 1);
+  Positions c = positions(step.executable()->graph().nodes(), [](const ms::graph::Node& n) { return n.op; });
+  INFO("captured: first start " << c.first_start << ", last matmul " << c.last_matmul << ", first wait "
+                                 << c.first_wait);
+  CHECK(c.starts == 6);
+  CHECK(c.first_start < c.last_matmul);
+  CHECK(c.last_matmul < c.first_wait);
+  CHECK(dist::async_stats().started == 6);
+  if (W() > 1) CHECK(dist::async_stats().polls > 0);
+  CHECK(dist::async_in_flight() == 0);
+}
+
+TEST_CASE("DataParallel overlap: a gradient changed after backward is a typed error", "[dist][train][async]") {
+  ms::manual_seed(8);
+  auto model = ms::nn::mlp(4, {3}, 2);
+  dist::DataParallel dp(model, {.bucket_bytes = 16});
+  Tensor<float> x = ms::full<float>(Shape{2, 4}, 0.5f);
+  Tensor<std::int64_t> y = ms::zeros<std::int64_t>(Shape{2});
+  std::vector<AnyTensor> g = ms::autograd::grad(ms::cross_entropy(dp(x), y), dp.parameters());
+  g[0] = ms::ops::mul(g[0], 2.0);  // clipped after backward: its bucket was already on its way
+  CHECK(error_of([&] { dp.reduce_gradients(g); }) ==
+        fmt::format("[ms.value_error] DataParallel.reduce_gradients: the gradient of '1.weight' is not the one "
+                    "backward produced, whose all-reduce started during backward (rank {}); pass the gradients as "
+                    "backward returned them, or set DataParallelOptions::overlap = false to change them first",
+                    R()));
+  CHECK(dist::async_in_flight() == 0);  // every bucket was waited for before the error
+  // The next step works.
+  std::vector<AnyTensor> g2 = ms::autograd::grad(ms::cross_entropy(dp(x), y), dp.parameters());
+  CHECK(dp.reduce_gradients(g2).size() == 4);
+  // sync_gradients after an eager backward(): .grad holds the mean over the ranks.
+  ms::cross_entropy(dp(x), y).backward();
+  dp.sync_gradients();
+  CHECK(dist::async_in_flight() == 0);
 }
 
 TEST_CASE("float64 data parallelism: per-rank gradients averaged equal the global batch's", "[dist][train]") {

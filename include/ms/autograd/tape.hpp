@@ -7,6 +7,8 @@
 // pass is recorded too, and a whole training step becomes one graph.
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -121,18 +123,33 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
     leaf->grad = accumulate(old, g).impl_ptr();
   };
 
+  // Leaves with grad-ready hooks (whose gradient this pass computes): how many edges still
+  // bring them a contribution; at zero their gradient is complete and the hooks run.
+  auto hooked = [&](const AutogradMeta* leaf) {
+    return !leaf->grad_ready_hooks.empty() && (!wrt || wrt_index.count(leaf) != 0);
+  };
+  auto fire_hooks = [&](const AutogradMeta* leaf) {
+    AnyTensor g;
+    if (wrt) g = results[wrt_index.at(leaf)];
+    else if (leaf->grad) g = AnyTensor(leaf->grad);
+    auto hooks = leaf->grad_ready_hooks;  // a hook may remove itself
+    for (auto& [id, fn] : hooks) fn(g.defined() ? g.impl_ptr() : nullptr);
+  };
   if (!rm->grad_fn) {  // the root is a leaf itself
     deliver_leaf(rm, grad);
+    if (hooked(rm.get())) fire_hooks(rm.get());
     return results;
   }
-  // Dependencies: how many consumer edges point at each node.
+  // Dependencies: how many consumer edges point at each node (and at each hooked leaf).
   std::unordered_map<GradNode*, int> deps;
+  std::unordered_map<const AutogradMeta*, int> leaf_left;
   std::vector<GradNode*> stack{rm->grad_fn.get()};
   std::unordered_set<GradNode*> seen{rm->grad_fn.get()};
   while (!stack.empty()) {
     GradNode* n = stack.back();
     stack.pop_back();
     for (auto& e : n->edges) {
+      if (e.leaf && hooked(e.leaf.get())) leaf_left[e.leaf.get()]++;
       if (!e.node) continue;
       deps[e.node.get()]++;
       if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
@@ -164,6 +181,9 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
       if (g.defined()) g = sum_to(g, n->inputs[i].shape());
       if (e.leaf) {
         if (g.defined()) deliver_leaf(e.leaf, g);
+        if (!leaf_left.empty())
+          if (auto it = leaf_left.find(e.leaf.get()); it != leaf_left.end() && --it->second == 0)
+            fire_hooks(e.leaf.get());
         continue;
       }
       auto& slot = pending[e.node.get()];
@@ -171,6 +191,7 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
       if (g.defined()) slot[static_cast<std::size_t>(e.output_index)] = accumulate(slot[static_cast<std::size_t>(e.output_index)], g);
       if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
     }
+    ops::detail::make_progress();  // e.g. a bucket all-reduce started by a grad-ready hook
   }
   return results;
 }
@@ -212,6 +233,33 @@ Tensor<T> Tensor<T>::grad() const {
 }
 
 namespace autograd {
+/// Called with a leaf's gradient once a backward pass has summed every contribution to it
+/// (undefined when the pass gave it none): in backward() the accumulated .grad, in grad()
+/// the gradient it returns. Runs inside the pass (no grad mode), so the ops it calls follow
+/// the last op of that gradient, in eager order and in a captured graph.
+using GradReadyHook = std::function<void(const AnyTensor& grad)>;
+
+/// Registers `fn` on a leaf that requires grad (PyTorch's post-accumulate-grad hook); returns
+/// an id for remove_grad_ready_hook. Hooks stay until removed and run in registration order.
+inline std::uint64_t add_grad_ready_hook(const AnyTensor& leaf, GradReadyHook fn) {
+  auto& m = leaf.impl()->autograd;
+  MS_CHECK(m && m->requires_grad && !m->grad_fn, ValueError,
+           "add_grad_ready_hook: the tensor {} {} is not a leaf that requires grad", leaf.dtype(),
+           shape_str(leaf.shape()));
+  static std::atomic<std::uint64_t> next{1};
+  const std::uint64_t id = next++;
+  m->grad_ready_hooks.emplace_back(id, [fn = std::move(fn)](const std::shared_ptr<TensorImpl>& g) {
+    fn(g ? AnyTensor(g) : AnyTensor());
+  });
+  return id;
+}
+/// Removes a hook added by add_grad_ready_hook (nothing when it is gone already).
+inline void remove_grad_ready_hook(const AnyTensor& leaf, std::uint64_t id) {
+  auto& m = leaf.impl()->autograd;
+  if (!m) return;
+  std::erase_if(m->grad_ready_hooks, [id](const auto& h) { return h.first == id; });
+}
+
 /// Gradients of `output` with respect to each tensor in `inputs` (leaves that require grad),
 /// like torch.autograd.grad; .grad fields are not touched. `grad_output` defaults to 1 for scalars.
 inline std::vector<AnyTensor> grad(const AnyTensor& output, const std::vector<AnyTensor>& inputs,

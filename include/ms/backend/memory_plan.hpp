@@ -217,12 +217,12 @@ inline void place_output(const graph::Graph& G, std::size_t i, std::size_t k, co
   home[v] = ValueHome::arena;
   const auto& meta = G.value(n.outputs[k]).meta;
   const std::size_t bytes = meta.nbytes();
-  // In place: an elementwise op may write over an input buffer whose last reader it is.
+  // In place: an elementwise op may write over an input buffer whose last reader it is,
+  // and so may a single-output index-aligned op (all_reduce_wait: its result is its input).
   // (Not a GEMM epilogue: the GEMM reads its inputs while it writes the output.)
   const bool plain_fused = n.fused && n.fused->plain();
-  const int reuse = opt.inplace && n.outputs.size() == 1 && (ops::is_elementwise(n.op->category) || plain_fused)
-                        ? inplace_buffer(G, i, n.outputs[k], vp)
-                        : -1;
+  const bool aligned = ops::is_elementwise(n.op->category) || plain_fused || (n.op->index_aligned && !n.fused);
+  const int reuse = opt.inplace && n.outputs.size() == 1 && aligned ? inplace_buffer(G, i, n.outputs[k], vp) : -1;
   if (reuse >= 0) {
     vp.buffer[v] = reuse;
     vp.buffers[static_cast<std::size_t>(reuse)].end = std::max(vp.buffers[static_cast<std::size_t>(reuse)].end, step);

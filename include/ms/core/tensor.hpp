@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -29,6 +30,9 @@ struct AutogradMeta {
   std::shared_ptr<TensorImpl> grad;    ///< accumulated gradient of a leaf
   std::shared_ptr<GradNode> grad_fn;   ///< the node that produced this (non-leaf) tensor
   int output_index = 0;                ///< which output of grad_fn this tensor is
+  /// Leaves: called by a backward pass once this leaf's gradient is complete (every
+  /// contribution of that pass summed), with the gradient (autograd::add_grad_ready_hook).
+  std::vector<std::pair<std::uint64_t, std::function<void(const std::shared_ptr<TensorImpl>&)>>> grad_ready_hooks;
 };
 
 /// Called before the host reads a tensor's values (item(), data(), element access).

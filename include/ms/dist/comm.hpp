@@ -126,6 +126,9 @@ struct State {
   bool abort_on_uncaught = true;
   std::int64_t check_calls = 256;  ///< Options::check_calls
   std::vector<GroupRec> groups;  ///< id -> group; 0 is the world
+  /// Set by use_hccl(): collectives run as device kernels in traced graphs, which the
+  /// non-blocking start/wait pair (dist/async_ops.hpp) has none of yet.
+  std::atomic<bool> device_collectives{false};
   // The watchdog: a blocking collective in progress and when it must be done.
   std::atomic<std::int64_t> deadline_ns{0};  ///< 0: none in flight
   // What is in flight: the op's name and group, formatted only when the watchdog fires
@@ -613,17 +616,21 @@ class Work {
     finish();
     return true;
   }
-  /// Blocks until the collective completes; DistError after the timeout.
+  /// Blocks until the collective completes; DistError after the timeout. Polls without
+  /// pause, as MPI_Wait does (the transfer advances only inside MPI calls: a sleep between
+  /// polls would stall it), yielding the core between polls once the wait is long (an
+  /// oversubscribed machine, where the rank it waits for may need that core).
   void wait() {
     const double t = timeout();
     const std::int64_t deadline = t > 0 ? detail::now_ns() + static_cast<std::int64_t>(t * 1e9) : 0;
-    int spins = 0;
+    std::int64_t spins = 0;
     while (!test()) {
-      if (deadline && detail::now_ns() > deadline)
+      ++spins;
+      if ((spins & 255) == 0 && deadline && detail::now_ns() > deadline)
         MS_THROW(DistError, "{}: did not complete within {} s on rank {} of {} (another rank failed, exited or did "
                             "not call it)",
                  what_, t, rank(), world_size());
-      if (++spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (spins > 1024) std::this_thread::yield();
     }
   }
   bool done() const { return done_; }

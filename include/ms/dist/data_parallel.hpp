@@ -4,8 +4,12 @@
 // initial parameters and buffers from rank 0, checks that every rank holds the same
 // parameter shapes, and averages gradients across ranks in buckets, with registered
 // collective ops, so that a training step captured by ms::jit (forward, backward, bucketed
-// all-reduce, optimizer update) is one replayed graph. Also: metrics reduced across ranks,
-// BatchNorm running statistics averaged, and rank-0-only checkpoints.
+// all-reduce, optimizer update) is one replayed graph. With DataParallelOptions::overlap
+// (the default) each bucket's all-reduce starts during backward, as soon as backward has
+// produced the bucket's last gradient (grad-ready hooks on the parameters, armed by the
+// forward through operator(); all_reduce_start, dist/async_ops.hpp), and reduce_gradients()
+// only waits for it. Also: metrics reduced across ranks, BatchNorm running statistics
+// averaged, and rank-0-only checkpoints.
 // Must not know about MPI (dist/comm.hpp does) or about a particular model.
 //
 //   ms::dist::Context ctx(&argc, &argv);
@@ -31,6 +35,7 @@
 #include "../ops/factory.hpp"
 #include "../ops/movement.hpp"
 #include "../ops/views.hpp"
+#include "async_ops.hpp"
 #include "ops.hpp"
 
 namespace ms::dist {
@@ -43,6 +48,12 @@ struct DataParallelOptions {
   int root = 0;
   /// The processes that train together (default: the world).
   Group group = world();
+  /// Overlap communication with backward: each bucket's all-reduce starts (non-blocking,
+  /// MPI_Iallreduce) as soon as backward has produced the last gradient of the bucket, and
+  /// reduce_gradients() / sync_gradients() only wait for it. Applies to the backward that
+  /// follows a forward through DataParallel::operator(), eager or captured, with parameters
+  /// on the cpu (not after use_hccl()). false: every bucket is all-reduced after backward.
+  bool overlap = true;
 };
 
 /// A model replicated on every rank of a group; see the header comment.
@@ -60,10 +71,45 @@ class DataParallel {
     check_same_parameters();
     broadcast_state();
     make_buckets();
+    if (opt_.overlap) install_hooks();
   }
+  ~DataParallel() {
+    for (std::size_t i = 0; i < hook_ids_.size(); ++i) autograd::remove_grad_ready_hook(params_[i], hook_ids_[i]);
+    try {
+      drain();
+    } catch (...) {  // a destructor cannot throw; a failed wait already aborted or will abort the job
+    }
+  }
+  DataParallel(const DataParallel&) = delete;  // the parameters' hooks point here
+  DataParallel& operator=(const DataParallel&) = delete;
 
-  /// Runs the wrapped module.
-  Tensor<float> operator()(const AnyTensor& x) { return (*module_)(x); }
+  /// Runs the wrapped module; with overlap, the backward that follows starts each bucket's
+  /// all-reduce as soon as its gradients are ready.
+  Tensor<float> operator()(const AnyTensor& x) {
+    prepare_for_backward();
+    return (*module_)(x);
+  }
+  /// True when the next backward will start bucket all-reduces as it goes (overlap on, the
+  /// parameters on the cpu, no device collectives).
+  bool overlapping() const {
+    if (!opt_.overlap || detail::state().device_collectives) return false;
+    return std::all_of(params_.begin(), params_.end(), [](const AnyTensor& p) {
+      return p.device().is_cpu() && p.requires_grad() && (p.dtype() == DType::f32 || p.dtype() == DType::f64);
+    });
+  }
+  /// Makes the next backward start the buckets' all-reduces (done by operator()): waits
+  /// for any bucket still in flight from a step whose gradients were never reduced.
+  void prepare_for_backward() {
+    drain();
+    armed_ = overlapping();
+    if (!armed_) return;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      flight_[b] = Flight{};
+      flight_[b].left = buckets_[b].size();
+      flight_[b].grads.resize(buckets_[b].size());
+      flight_[b].seen.assign(buckets_[b].size(), false);
+    }
+  }
   nn::Module& module() { return *module_; }
   const nn::Module& module() const { return *module_; }
   /// The parameters (handles), in the module's order.
@@ -84,28 +130,44 @@ class DataParallel {
   /// reduced bucket by bucket: each bucket's gradients are flattened into one buffer, all-
   /// reduced with one collective, and split again. Registered ops only, so this is captured
   /// into a traced training step. An undefined gradient (an unused parameter) counts as zero.
-  std::vector<AnyTensor> reduce_gradients(const std::vector<AnyTensor>& grads) const {
+  /// With overlap, the buckets whose all-reduce backward started are only waited for (the
+  /// gradients must then be the ones backward returned); the others are reduced here.
+  std::vector<AnyTensor> reduce_gradients(const std::vector<AnyTensor>& grads) {
     MS_CHECK(grads.size() == params_.size(), ValueError,
              "DataParallel.reduce_gradients: got {} gradients for {} parameters (rank {})", grads.size(),
              params_.size(), rank());
-    std::vector<AnyTensor> out(grads.size());
-    for (const auto& bucket : buckets_) {
-      std::vector<AnyTensor> flat;
-      flat.reserve(bucket.size());
-      for (std::size_t i : bucket) {
-        AnyTensor g = grads[i].defined() ? grads[i] : ops::zeros_like(params_[i]);
-        MS_CHECK(g.shape() == params_[i].shape() && g.dtype() == params_[i].dtype(), ShapeError,
-                 "DataParallel.reduce_gradients: the gradient of '{}' is {} {}, the parameter is {} {} (rank {})",
-                 names_[i], shape_str(g.shape()), g.dtype(), shape_str(params_[i].shape()), params_[i].dtype(),
-                 rank());
-        flat.push_back(ops::reshape(g, {-1}));
+    std::vector<AnyTensor> reduced(buckets_.size());
+    std::string changed;  // a gradient other than the one whose all-reduce backward started
+    for (std::size_t b = 0; b < flight_.size(); ++b) {  // first every wait: no rank leaves one in flight
+      Flight& f = flight_[b];
+      if (!f.started) continue;
+      reduced[b] = all_reduce_wait(f.buffer);
+      for (std::size_t k = 0; k < buckets_[b].size(); ++k) {
+        const std::size_t i = buckets_[b][k];
+        if (f.grads[k].defined() && !grads[i].is_same(f.grads[k]) && changed.empty()) changed = names_[i];
       }
-      AnyTensor buf = flat.size() == 1 ? flat[0] : ops::concat(std::span<const AnyTensor>(flat), 0);
-      AnyTensor reduced = all_reduce(buf, ReduceOp::mean, opt_.group);
+      f = Flight{};
+    }
+    armed_ = false;
+    MS_CHECK(changed.empty(), ValueError,
+             "DataParallel.reduce_gradients: the gradient of '{}' is not the one backward produced, whose all-reduce "
+             "started during backward (rank {}); pass the gradients as backward returned them, or set "
+             "DataParallelOptions::overlap = false to change them first",
+             changed, rank());
+    std::vector<AnyTensor> out(grads.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const auto& bucket = buckets_[b];
+      if (!reduced[b].defined()) {
+        std::vector<AnyTensor> flat;
+        flat.reserve(bucket.size());
+        for (std::size_t i : bucket) flat.push_back(ops::reshape(checked_grad(i, grads[i], "reduce_gradients"), {-1}));
+        AnyTensor buf = flat.size() == 1 ? flat[0] : ops::concat(std::span<const AnyTensor>(flat), 0);
+        reduced[b] = all_reduce(buf, ReduceOp::mean, opt_.group);
+      }
       std::int64_t off = 0;
       for (std::size_t i : bucket) {
         const std::int64_t n = params_[i].numel();
-        AnyTensor piece = flat.size() == 1 ? reduced : ops::slice(reduced, 0, off, off + n);
+        AnyTensor piece = bucket.size() == 1 ? reduced[b] : ops::slice(reduced[b], 0, off, off + n);
         out[i] = ops::reshape(piece, params_[i].shape().vec());
         off += n;
       }
@@ -170,6 +232,72 @@ class DataParallel {
       }
   }
 
+  /// A gradient as a bucket takes it: zeros for none, else checked against the parameter.
+  AnyTensor checked_grad(std::size_t i, const AnyTensor& grad, const char* what) const {
+    AnyTensor g = grad.defined() ? grad : ops::zeros_like(params_[i]);
+    MS_CHECK(g.shape() == params_[i].shape() && g.dtype() == params_[i].dtype(), ShapeError,
+             "DataParallel.{}: the gradient of '{}' is {} {}, the parameter is {} {} (rank {})", what, names_[i],
+             shape_str(g.shape()), g.dtype(), shape_str(params_[i].shape()), params_[i].dtype(), rank());
+    return g;
+  }
+
+  // ---- overlap: bucket all-reduces started during backward ----
+  /// A bucket's state during one backward: the gradients seen so far and, once all are in,
+  /// the buffer of its all-reduce in flight.
+  struct Flight {
+    std::size_t left = 0;
+    std::vector<AnyTensor> grads;
+    std::vector<bool> seen;
+    AnyTensor buffer;
+    bool started = false;
+  };
+
+  void install_hooks() {
+    flight_.resize(buckets_.size());
+    where_.resize(params_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (std::size_t k = 0; k < buckets_[b].size(); ++k) where_[buckets_[b][k]] = {b, k};
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (!params_[i].requires_grad()) {  // no hooks at all: overlapping() is false for such a model
+        for (std::size_t j = 0; j < hook_ids_.size(); ++j) autograd::remove_grad_ready_hook(params_[j], hook_ids_[j]);
+        hook_ids_.clear();
+        return;
+      }
+      hook_ids_.push_back(
+          autograd::add_grad_ready_hook(params_[i], [this, i](const AnyTensor& g) { grad_ready(i, g); }));
+    }
+  }
+
+  /// Backward has the final gradient of parameter i: when it completes its bucket, the
+  /// bucket's all-reduce starts (in the graph being captured, right after that gradient).
+  void grad_ready(std::size_t i, const AnyTensor& g) {
+    if (!armed_) return;
+    const auto [b, k] = where_[i];
+    Flight& f = flight_[b];
+    if (f.started || f.seen[k]) return;  // a second backward without a forward: reduced after it
+    f.seen[k] = true;
+    f.grads[k] = g;
+    if (--f.left > 0) return;
+    std::vector<AnyTensor> parts;
+    parts.reserve(buckets_[b].size());
+    for (std::size_t kk = 0; kk < buckets_[b].size(); ++kk)
+      parts.push_back(checked_grad(buckets_[b][kk], f.grads[kk], "backward"));
+    f.buffer = all_reduce_start(std::span<const AnyTensor>(parts), ReduceOp::mean, opt_.group);
+    f.started = true;
+  }
+
+  /// Waits for (and drops) the all-reduces of a backward whose gradients were not reduced.
+  void drain() {
+    for (Flight& f : flight_) {
+      if (f.started) {
+        NoGradGuard no_grad;
+        all_reduce_wait(f.buffer);
+      }
+      f = Flight{};
+    }
+    armed_ = false;
+  }
+
   void make_buckets() {
     std::vector<std::size_t> cur;
     std::int64_t bytes = 0;
@@ -191,6 +319,10 @@ class DataParallel {
   std::vector<std::string> names_;
   std::vector<AnyTensor> params_;
   std::vector<std::vector<std::size_t>> buckets_;
+  std::vector<std::uint64_t> hook_ids_;  ///< per parameter (empty without overlap)
+  std::vector<std::pair<std::size_t, std::size_t>> where_;  ///< per parameter: its bucket and place in it
+  std::vector<Flight> flight_;  ///< per bucket
+  bool armed_ = false;          ///< the next backward starts the buckets' all-reduces
 };
 
 /// A host value reduced over the group (loss and accuracy sums for the progress line).

@@ -204,6 +204,7 @@ inline void use_hccl(backend::ascend::AscendBackend& be = backend::ascend::ascen
     s.be = &be;
     s.api = &api;
   }
+  detail::state().device_collectives = true;  // DataParallel then reduces after backward (device kernels)
   using ms::DeviceType;
   auto meta_ok = [](auto pred) {
     return [pred](const backend::Backend&, std::span<const ops::TensorMeta> in, const ops::Attrs& a) {

@@ -110,7 +110,8 @@ inline ops::Cost comm_cost(const OpDef&, std::span<const TensorMeta> in, std::sp
 // differ. The count is per group, so every member checks the same calls.
 
 inline constexpr std::size_t kSigLen = 10;  // op, reduction/root, dtype, rank, dims[6]
-inline constexpr const char* kSigOps[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+inline constexpr const char* kSigOps[] = {"?",       "all_reduce", "broadcast", "all_gather", "reduce_scatter",
+                                           "barrier", "all_reduce_start"};
 
 /// param: the reduction (all_reduce, reduce_scatter) or the root (broadcast), else 0.
 inline std::array<std::int64_t, kSigLen> signature(std::string_view op, std::int64_t param, const TensorMeta& m) {
@@ -128,7 +129,7 @@ inline std::array<std::int64_t, kSigLen> signature(std::string_view op, std::int
 inline std::string describe(const std::int64_t* sig) {
   const auto op = static_cast<std::size_t>(sig[0]);
   std::string s = op < std::size(kSigOps) ? kSigOps[op] : "?";
-  if (op == 1 || op == 4) s += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(sig[1])));
+  if (op == 1 || op == 4 || op == 6) s += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(sig[1])));
   if (op == 2) s += fmt::format("(root {})", sig[1]);
   std::vector<std::int64_t> dims(sig + 4, sig + 4 + sig[3]);
   return fmt::format("{} on ({}{}) {}", s, fmt::join(dims, ", "), dims.size() == 1 ? "," : "",

@@ -86,6 +86,15 @@ inline std::vector<std::string (*)()>& summary_line_fns() {
   return v;
 }
 inline thread_local bool grad_mode = true;
+/// Called by the executing thread between two ops of a backward pass and between two steps
+/// of a graph replay while non-null: lets work started earlier and left running (a
+/// non-blocking collective, dist/ops.hpp) progress during computation. Installed by whoever
+/// started such work, on its thread, and removed once it is done.
+using ProgressFn = void (*)();
+inline thread_local ProgressFn progress = nullptr;
+inline void make_progress() {
+  if (progress) [[unlikely]] progress();
+}
 /// Installed once by autograd/ when included: records the backward edge of an op call.
 using GradRecorder = void (*)(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs,
                               std::span<const AnyTensor> out);

@@ -94,6 +94,7 @@ class Executable {
         case StepKind::static_view: break;
       }
       if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out, info(s));
+      ops::detail::make_progress();  // a collective started by an earlier step advances
     }
     primitives_owned_ = true;
     std::vector<AnyTensor> outs;
