@@ -4,6 +4,9 @@
 //   openblas_gemm  OpenBLAS's sgemm_ (the BLAS ms links, when found)
 //   eigen_gemm     Eigen's product on row-major maps
 //   torch_gemm     LibTorch's torch::matmul, when found
+// and in bfloat16 (ms_gemm_bf16 against torch_gemm_bf16, both on bfloat16 tensors), and
+// ms's float32 matmul under ms::GemmPrecision::bf16 (ms_gemm_f32_as_bf16), each against
+// ms's float32 figure of the same shape.
 // Shapes: the MLP training step's own products (784-256-256-10 at batch 64: forward,
 // weight and input gradients) and 1024^3. Each benchmark reports GFLOPS; the summary
 // prints `name value unit` lines and the ratio of ours to the fastest peer of each shape
@@ -70,6 +73,32 @@ void ms_gemm(benchmark::State& s) {
   ms::set_num_threads(saved);
 }
 
+/// bfloat16 operands and result (oneDNN's bfloat16 primitive, float32 sums, where the CPU
+/// has bfloat16 units; float32 compute and one rounding elsewhere).
+void ms_gemm_bf16(benchmark::State& s) {
+  const std::int64_t m = s.range(0), n = s.range(1), k = s.range(2);
+  const int saved = ms::get_num_threads();
+  ms::set_num_threads(static_cast<int>(s.range(3)));
+  ms::Tensor<float> a = ms::AnyTensor::empty(ms::Shape{m, k}, ms::DType::f32);
+  ms::Tensor<float> b = ms::AnyTensor::empty(ms::Shape{k, n}, ms::DType::f32);
+  fill_random(a.data(), m * k, 1);
+  fill_random(b.data(), k * n, 2);
+  const ms::AnyTensor a16 = ms::ops::cast(a, ms::DType::bf16), b16 = ms::ops::cast(b, ms::DType::bf16);
+  for (auto _ : s) {
+    ms::AnyTensor c = ms::ops::matmul(a16, b16);
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  set_flops(s);
+  ms::set_num_threads(saved);
+}
+
+/// float32 tensors under ms::GemmPrecision::bf16 (operands rounded to bfloat16 on the way in).
+void ms_gemm_f32_as_bf16(benchmark::State& s) {
+  const ms::GemmPrecision saved = ms::set_cpu_gemm_precision(ms::GemmPrecision::bf16);
+  ms_gemm(s);
+  ms::set_cpu_gemm_precision(saved);
+}
+
 #if defined(MS_HAVE_BLAS)
 void openblas_gemm(benchmark::State& s) {
   const int m = static_cast<int>(s.range(0)), n = static_cast<int>(s.range(1)), k = static_cast<int>(s.range(2));
@@ -117,6 +146,23 @@ void torch_gemm(benchmark::State& s) {
   set_flops(s);
   torch::set_num_threads(saved);
 }
+
+void torch_gemm_bf16(benchmark::State& s) {
+  const std::int64_t m = s.range(0), n = s.range(1), k = s.range(2);
+  const int saved = torch::get_num_threads();
+  torch::set_num_threads(static_cast<int>(s.range(3)));
+  torch::NoGradGuard no_grad;
+  torch::Tensor a = torch::empty({m, k}, torch::kFloat32), b = torch::empty({k, n}, torch::kFloat32);
+  fill_random(a.data_ptr<float>(), m * k, 1);
+  fill_random(b.data_ptr<float>(), k * n, 2);
+  const torch::Tensor a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+  for (auto _ : s) {
+    torch::Tensor c = torch::matmul(a16, b16);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  set_flops(s);
+  torch::set_num_threads(saved);
+}
 #endif
 
 std::string cpu_model() {
@@ -129,8 +175,9 @@ std::string cpu_model() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::printf("gemm: CPU %s; ms path %s; oneDNN ISA %s", cpu_model().c_str(),
-              std::string(ms::cpu_gemm_name(ms::cpu_gemm())).c_str(), ms::dnnl_cpu_isa().c_str());
+  std::printf("gemm: CPU %s; ms path %s; oneDNN ISA %s; bfloat16 units %s", cpu_model().c_str(),
+              std::string(ms::cpu_gemm_name(ms::cpu_gemm())).c_str(), ms::dnnl_cpu_isa().c_str(),
+              ms::dnnl_bf16_native() ? "yes" : "no");
 #if defined(MS_HAVE_BLAS)
   std::printf("; OpenBLAS core %s", openblas_get_corename());
 #endif
@@ -160,6 +207,11 @@ int main(int argc, char** argv) {
 #ifdef MS_HAVE_TORCH
       add("torch_gemm", torch_gemm);
 #endif
+      add("ms_gemm_bf16", ms_gemm_bf16);
+      add("ms_gemm_f32_as_bf16", ms_gemm_f32_as_bf16);
+#ifdef MS_HAVE_TORCH
+      add("torch_gemm_bf16", torch_gemm_bf16);
+#endif
     }
   }
   ms_bench::compare_fastest("ms_gemm", {"openblas_gemm", "eigen_gemm", "torch_gemm"}, "gemm");
@@ -167,6 +219,11 @@ int main(int argc, char** argv) {
 #ifdef MS_HAVE_TORCH
   ms_bench::compare("ms_gemm", "torch_gemm", "gemm_vs_torch");
 #endif
+#ifdef MS_HAVE_TORCH
+  ms_bench::compare("ms_gemm_bf16", "torch_gemm_bf16", "gemm_bf16_vs_torch_bf16");
+#endif
+  ms_bench::compare("ms_gemm_bf16", "ms_gemm", "gemm_bf16_vs_ms_f32");
+  ms_bench::compare("ms_gemm_f32_as_bf16", "ms_gemm", "gemm_f32_bf16_precision_vs_f32");
   ms_bench::counter_unit("GFLOPS", "GFLOP/s");
   return ms_bench::main(argc, argv);
 }

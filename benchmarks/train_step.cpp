@@ -9,6 +9,9 @@
 //                                          Eigen (ms::matmul on each path) and LibTorch: the fastest
 //                                          is the floor of any step; floor_ratio = our step / it
 //
+//   ms_captured_<model>_bf16gemm           the captured step with float32 GEMMs at bfloat16 precision
+//                                          (ms::GemmPrecision::bf16), beside its own GEMM floor
+//
 // Targets: captured MLP step at batch 64 <= 0.4x LibTorch and <= 1.3x its GEMM floor,
 // at batch 256 <= 0.5x LibTorch; captured LeNet at batch 64 <= 0.4x LibTorch; 2 threads
 // never slower than 1.
@@ -65,7 +68,16 @@ void ms_step(benchmark::State& state, Model which, bool captured) {
   ms::set_num_threads(saved_threads);
 }
 
+/// The same step with float32 GEMMs at bfloat16 precision (ms::GemmPrecision::bf16).
+void ms_step_bf16_gemm(benchmark::State& s, Model which) {
+  const ms::GemmPrecision saved = ms::set_cpu_gemm_precision(ms::GemmPrecision::bf16);
+  ms_step(s, which, true);
+  ms::set_cpu_gemm_precision(saved);
+}
+
 void ms_captured_mlp(benchmark::State& s) { ms_step(s, Model::mlp, true); }
+void ms_captured_mlp_bf16gemm(benchmark::State& s) { ms_step_bf16_gemm(s, Model::mlp); }
+void ms_captured_lenet_bf16gemm(benchmark::State& s) { ms_step_bf16_gemm(s, Model::lenet); }
 void ms_eager_mlp(benchmark::State& s) { ms_step(s, Model::mlp, false); }
 void ms_captured_lenet(benchmark::State& s) { ms_step(s, Model::lenet, true); }
 void ms_eager_lenet(benchmark::State& s) { ms_step(s, Model::lenet, false); }
@@ -118,6 +130,11 @@ void gemm_floor_mlp(benchmark::State& state, ms::CpuGemm path) {
   ms::set_cpu_gemm(saved_path);
 }
 void gemm_floor_mlp_dnnl(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::dnnl); }
+void gemm_floor_mlp_dnnl_bf16gemm(benchmark::State& s) {
+  const ms::GemmPrecision saved = ms::set_cpu_gemm_precision(ms::GemmPrecision::bf16);
+  gemm_floor_mlp(s, ms::CpuGemm::dnnl);
+  ms::set_cpu_gemm_precision(saved);
+}
 void gemm_floor_mlp_blas(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::blas); }
 void gemm_floor_mlp_eigen(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::eigen); }
 
@@ -128,6 +145,9 @@ BENCHMARK(ms_captured_mlp)->Apply(mlp_args);
 BENCHMARK(ms_eager_mlp)->Apply(mlp_args);
 BENCHMARK(ms_captured_lenet)->Apply(lenet_args);
 BENCHMARK(ms_eager_lenet)->Apply(lenet_args);
+BENCHMARK(gemm_floor_mlp_dnnl_bf16gemm)->Apply(mlp_args);
+BENCHMARK(ms_captured_mlp_bf16gemm)->Apply(mlp_args);
+BENCHMARK(ms_captured_lenet_bf16gemm)->Apply(lenet_args);
 
 #ifdef MS_HAVE_TORCH
 struct TorchMLP : torch::nn::Module {
@@ -239,7 +259,15 @@ int main(int argc, char** argv) {
   ms_bench::compare_fastest("ms_eager_mlp",
                             {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_eigen", "gemm_floor_mlp_torch"},
                             "floor_ratio mlp eager");
-  std::printf("train_step: ms GEMM path %s, oneDNN ISA %s\n", std::string(ms::cpu_gemm_name(ms::cpu_gemm())).c_str(),
-              ms::dnnl_cpu_isa().c_str());
+  // float32 GEMMs at bfloat16 precision: against LibTorch's float32 step, ms's float32 step,
+  // and their own floor (the same products at bfloat16 precision).
+  ms_bench::compare("ms_captured_mlp_bf16gemm", "torch_mlp", "mlp step, captured, bf16 GEMMs vs LibTorch f32");
+  ms_bench::compare("ms_captured_lenet_bf16gemm", "torch_lenet", "lenet step, captured, bf16 GEMMs vs LibTorch f32");
+  ms_bench::compare("ms_captured_mlp_bf16gemm", "ms_captured_mlp", "mlp step, captured, bf16 GEMMs vs f32 GEMMs");
+  ms_bench::compare("ms_captured_lenet_bf16gemm", "ms_captured_lenet", "lenet step, captured, bf16 GEMMs vs f32 GEMMs");
+  ms_bench::compare("ms_captured_mlp_bf16gemm", "gemm_floor_mlp_dnnl_bf16gemm", "floor_ratio mlp captured bf16 GEMMs");
+  std::printf("train_step: ms GEMM path %s, oneDNN ISA %s, bfloat16 units %s\n",
+              std::string(ms::cpu_gemm_name(ms::cpu_gemm())).c_str(), ms::dnnl_cpu_isa().c_str(),
+              ms::dnnl_bf16_native() ? "yes" : "no");
   return ms_bench::main(argc, argv);
 }

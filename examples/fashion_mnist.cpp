@@ -5,6 +5,7 @@
 //   fashion_mnist [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X]
 //                 [--eager] [--constant-lr] [--threads T] [--limit N]
 //                 [--profile TRACE.json] [--dump CONFIG.json] [--save MODEL.safetensors]
+//                 [--gemm-precision f32|bf16]
 //
 // Data-parallel on several processes: `mpirun -np 2 fashion_mnist` (or
 // `scripts/demo.sh --ranks 2`; build with the ms::dist CMake target, i.e. with MPI). --batch
@@ -85,8 +86,16 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile_path = next();
     else if (a == "--dump") dump_config = next();
     else if (a == "--save") save_path = next();
+    else if (a == "--gemm-precision") {  // bf16: float32 GEMMs on the bfloat16 units (AMX / AVX512-BF16)
+      const std::string p = next();
+      if (p != "f32" && p != "bf16") {
+        std::fprintf(stderr, "--gemm-precision: expected f32 or bf16, got '%s'\n", p.c_str());
+        return 2;
+      }
+      ms::set_cpu_gemm_precision(p == "bf16" ? ms::GemmPrecision::bf16 : ms::GemmPrecision::f32);
+    }
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X] [--eager] [--constant-lr] [--threads T] [--limit N] [--profile TRACE.json] [--dump CONFIG.json] [--save MODEL.safetensors]\n", argv[0]);
+      std::printf("usage: %s [DATA_DIR] [--model mlp|lenet] [--epochs N] [--batch B] [--lr X] [--eager] [--constant-lr] [--threads T] [--limit N] [--profile TRACE.json] [--dump CONFIG.json] [--save MODEL.safetensors] [--gemm-precision f32|bf16]\n", argv[0]);
       return 0;
     } else dir = a;
   }
@@ -126,6 +135,11 @@ int main(int argc, char** argv) {
       std::printf("model: %s, %zu parameter tensors, batch %lld, Adam lr %g%s, %s, %d threads\n", model_name.c_str(),
                   model->parameters().size(), static_cast<long long>(batch), lr, cosine ? " (cosine schedule)" : "",
                   eager ? "eager" : "captured training step", ms::get_num_threads());
+      if (ms::cpu_gemm_precision() == ms::GemmPrecision::bf16)
+        std::printf("float32 GEMMs at bfloat16 precision: %s\n",
+                    ms::dnnl_bf16_native() && ms::cpu_gemm() == ms::CpuGemm::dnnl
+                        ? "on the CPU's bfloat16 units"
+                        : "not available on this CPU or GEMM path, float32 is used");
       if (world > 1)
         std::printf("data parallel: %d ranks x batch %lld, %zu gradient bucket(s)\n", world,
                     static_cast<long long>(local_batch), dp->buckets().size());

@@ -24,9 +24,9 @@ const std::vector<Row>& rows() {
           "[ms.dtype_error] add: dtype mismatch float32 vs int32 (shapes (2,) and (2,)); convert one side with "
           "ms::cast"),
       ROW("exp on int", ms::exp(Tensor<int>{1, 2}), ms::DTypeError,
-          "[ms.dtype_error] exp: unsupported dtype int32 (supported: float32, float64)"),
+          "[ms.dtype_error] exp: unsupported dtype int32 (supported: float32, float64, float16, bfloat16)"),
       ROW("div on int", ms::div(Tensor<std::int64_t>{4}, Tensor<std::int64_t>{2}), ms::DTypeError,
-          "[ms.dtype_error] div: unsupported dtype int64 (supported: float32, float64)"),
+          "[ms.dtype_error] div: unsupported dtype int64 (supported: float32, float64, float16, bfloat16)"),
       ROW("logical_and on float", ms::ops::logical_and(Tensor<float>{1}, Tensor<float>{1}), ms::DTypeError,
           "[ms.dtype_error] logical_and: unsupported dtype float32 (supported: bool)"),
       ROW("integer scalar not representable", ms::add(Tensor<int>{1, 2}, 0.5), ms::ValueError,

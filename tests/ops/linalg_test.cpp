@@ -239,7 +239,7 @@ TEST_CASE("matmul and linear errors name the op, shapes and dtypes", "[op][linal
   MS_REQUIRE_THROWS_MSG(ms::matmul(random<float>({2, 3, 4}, 1), random<float>({3, 4, 5}, 2)), ms::ShapeError,
                         "[ms.shape_error] matmul: cannot broadcast batch dimensions (2,) and (3,): (2, 3, 4) @ (3, 4, 5)");
   MS_REQUIRE_THROWS_MSG(ms::matmul(Tensor<bool>{true}, Tensor<bool>{true}), ms::DTypeError,
-                        "[ms.dtype_error] matmul: unsupported dtype bool (supported: float32, float64, int32, int64)");
+                        "[ms.dtype_error] matmul: unsupported dtype bool (supported: float32, float64, int32, int64, float16, bfloat16)");
   Tensor<float> w = random<float>({4, 5}, 3);
   MS_REQUIRE_THROWS_MSG(ms::linear(random<float>({2, 5}, 1), w, random<float>({3}, 2)), ms::ShapeError,
                         "[ms.shape_error] linear: bias shape (3,) does not match out_features 4 of weight (4, 5)");

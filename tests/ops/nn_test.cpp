@@ -228,7 +228,7 @@ TEST_CASE("conv2d: errors name the op, shapes and dtypes", "[nn][conv2d][errors]
                         "[ms.value_error] conv2d: stride must be positive, got (0, 0)");
   MS_REQUIRE_THROWS_MSG(ops::conv2d(ms::zeros<std::int32_t>({1, 3, 5, 5}), ms::zeros<std::int32_t>({4, 3, 3, 3})),
                         ms::DTypeError,
-                        "[ms.dtype_error] conv2d: unsupported dtype int32 for 'input' (input 0; supported: float32, float64)");
+                        "[ms.dtype_error] conv2d: unsupported dtype int32 for 'input' (input 0; supported: float32, float64, float16, bfloat16)");
 }
 
 // ---- pooling ---------------------------------------------------------------------------------------------

@@ -457,11 +457,11 @@ TEST_CASE("reduction errors name the op, axes, shapes and dtypes", "[op][reduce]
                         "[ms.index_error] argmax: axis 2 is out of range for a tensor of rank 2");
   Tensor<std::int32_t> i{1, 2};
   MS_REQUIRE_THROWS_MSG(ms::mean(i), ms::DTypeError,
-                        "[ms.dtype_error] mean: unsupported dtype int32 (supported: float32, float64)");
+                        "[ms.dtype_error] mean: unsupported dtype int32 (supported: float32, float64, float16, bfloat16)");
   MS_REQUIRE_THROWS_MSG(ms::std(i), ms::DTypeError,
-                        "[ms.dtype_error] std: unsupported dtype int32 (supported: float32, float64)");
+                        "[ms.dtype_error] std: unsupported dtype int32 (supported: float32, float64, float16, bfloat16)");
   MS_REQUIRE_THROWS_MSG(ops::sum(Tensor<bool>{true, false}), ms::DTypeError,
-                        "[ms.dtype_error] sum: unsupported dtype bool (supported: float32, float64, int32, int64, uint8)");
+                        "[ms.dtype_error] sum: unsupported dtype bool (supported: float32, float64, int32, int64, uint8, float16, bfloat16)");
 }
 
 TEST_CASE("reduction ops are registered once with their metadata", "[op][reduce]") {

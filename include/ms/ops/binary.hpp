@@ -158,7 +158,7 @@ inline OpDef make_where_op() {
   d.num_inputs = 3;
   d.infer = &infer_where;
   d.kernel = &elementwise_kernel;
-  d.cpu_dtypes = kAllTypes;
+  d.cpu_dtypes = kAllTypes | DTypeSet{DType::f16, DType::bf16};  // 16-bit floats via float32
   d.elementwise.dispatch_input = 1;
   fill_where_table(d.elementwise.block);
   return d;

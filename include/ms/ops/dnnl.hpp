@@ -136,6 +136,44 @@ inline void set_cpu_conv(CpuConv c) {
   ops::detail::cpu_conv_setting().store(static_cast<int>(c), std::memory_order_relaxed);
 }
 
+/// Whether oneDNN runs bfloat16 products natively on this CPU (AVX512-BF16 or AMX): then
+/// bfloat16 matmul, linear and convolutions, and float32 ones under GemmPrecision::bf16, run
+/// as bfloat16 primitives with float32 accumulation. False without oneDNN.
+inline bool dnnl_bf16_native();
+
+/// The arithmetic of float32 GEMMs (matmul, linear, their gradients, the convolutions'
+/// GEMMs) and float32 convolutions on the CPU; like PyTorch's float32 matmul precision.
+enum class GemmPrecision : int {
+  f32 = 0,   ///< float32 products (the default)
+  bf16 = 1,  ///< operands rounded to bfloat16 (8 significant bits), products summed in float32,
+             ///< float32 results: 3-5x faster on AMX. Used where dnnl_bf16_native() and the
+             ///< GEMM path is dnnl; elsewhere float32 runs as before.
+};
+constexpr std::string_view gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::bf16 ? "bf16" : "f32"; }
+
+namespace ops::detail {
+inline std::atomic<int>& gemm_precision_setting() {
+  static std::atomic<int> p{[] {
+    const char* e = std::getenv("MS_CPU_GEMM_PRECISION");
+    if (!e || !*e || std::string_view(e) == "f32") return static_cast<int>(GemmPrecision::f32);
+    MS_CHECK(std::string_view(e) == "bf16", ValueError,
+             "MS_CPU_GEMM_PRECISION: unknown precision '{}' (valid: f32, bf16)", e);
+    return static_cast<int>(GemmPrecision::bf16);
+  }()};
+  return p;
+}
+}  // namespace ops::detail
+
+/// The float32 GEMM precision: MS_CPU_GEMM_PRECISION (f32|bf16) when set, else f32.
+inline GemmPrecision cpu_gemm_precision() {
+  return static_cast<GemmPrecision>(ops::detail::gemm_precision_setting().load(std::memory_order_relaxed));
+}
+/// Selects the float32 GEMM precision for the whole process; returns the previous one.
+inline GemmPrecision set_cpu_gemm_precision(GemmPrecision p) {
+  return static_cast<GemmPrecision>(
+      ops::detail::gemm_precision_setting().exchange(static_cast<int>(p), std::memory_order_relaxed));
+}
+
 /// Size and use of the oneDNN primitive cache (all zero without oneDNN).
 struct DnnlCacheStats {
   std::size_t size = 0;      ///< primitives held
@@ -323,21 +361,55 @@ class DnnlCache {
   std::uint64_t hits_ = 0, misses_ = 0;
 };
 
-/// Creates a primitive from an op descriptor with a user-managed scratchpad (so the memory
-/// it needs comes from ms's allocator and shows in its statistics).
-inline std::shared_ptr<const DnnlPrimitive> make_dnnl_primitive(const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
-                                                               std::string_view op, std::string_view shapes) {
-  auto p = std::make_shared<DnnlPrimitive>();
+/// Attributes of every primitive ms creates: a user-managed scratchpad (so the memory it
+/// needs comes from ms's allocator and shows in its statistics), and optionally a sum
+/// post-op (the result is added to what the destination holds: accumulate).
+inline dnnl_primitive_attr_t make_dnnl_attr(bool sum_post_op, std::string_view op, std::string_view shapes) {
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_check(dnnl_primitive_attr_create(&attr), op, "attribute creation", shapes);
   dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-  if (st == dnnl_success) st = dnnl_primitive_desc_create(&p->pd, desc, attr, dnnl_engine(), hint);
+  if (st == dnnl_success && sum_post_op) {
+    dnnl_post_ops_t po = nullptr;
+    st = dnnl_post_ops_create(&po);
+    if (st == dnnl_success) st = dnnl_post_ops_append_sum(po, 1.0f);
+    if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, po);
+    if (po) dnnl_post_ops_destroy(po);
+  }
+  if (st != dnnl_success) dnnl_primitive_attr_destroy(attr);
+  dnnl_check(st, op, "attributes", shapes);
+  return attr;
+}
+
+/// Finishes a primitive whose descriptor `p->pd` was just created (status `st`, attributes
+/// `attr`, which are released here).
+inline std::shared_ptr<const DnnlPrimitive> finish_dnnl_primitive(std::shared_ptr<DnnlPrimitive> p, dnnl_status_t st,
+                                                                 dnnl_primitive_attr_t attr, std::string_view op,
+                                                                 std::string_view shapes) {
   dnnl_primitive_attr_destroy(attr);
   dnnl_check(st, op, "primitive descriptor creation", shapes);
   dnnl_check(dnnl_primitive_create(&p->prim, p->pd), op, "primitive creation", shapes);
   if (const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0))
     p->scratch_bytes = dnnl_memory_desc_get_size(md);
   return p;
+}
+
+/// Creates a primitive from an op descriptor (see make_dnnl_attr).
+inline std::shared_ptr<const DnnlPrimitive> make_dnnl_primitive(const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
+                                                               std::string_view op, std::string_view shapes,
+                                                               bool sum_post_op = false) {
+  auto p = std::make_shared<DnnlPrimitive>();
+  dnnl_primitive_attr_t attr = make_dnnl_attr(sum_post_op, op, shapes);
+  const dnnl_status_t st = dnnl_primitive_desc_create(&p->pd, desc, attr, dnnl_engine(), hint);
+  return finish_dnnl_primitive(std::move(p), st, attr, op, shapes);
+}
+
+/// Creates a reorder (a copy that converts the data type or the layout) from src to dst.
+inline std::shared_ptr<const DnnlPrimitive> make_dnnl_reorder(const dnnl_memory_desc_t& src, const dnnl_memory_desc_t& dst,
+                                                             std::string_view op, std::string_view shapes) {
+  auto p = std::make_shared<DnnlPrimitive>();
+  dnnl_primitive_attr_t attr = make_dnnl_attr(false, op, shapes);
+  const dnnl_status_t st = dnnl_reorder_primitive_desc_create(&p->pd, &src, dnnl_engine(), &dst, dnnl_engine(), attr);
+  return finish_dnnl_primitive(std::move(p), st, attr, op, shapes);
 }
 
 /// One argument of an execution: its oneDNN name, layout and data.
@@ -375,20 +447,105 @@ void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, st
   if (st != dnnl_success) dnnl_check(st, op, "execution", shapes());
 }
 
-/// A plain (dense, row-major) f32 memory descriptor of the given dims and format tag.
+/// A plain (dense, row-major) memory descriptor of the given dims, format tag and data type.
 inline dnnl_memory_desc_t dnnl_plain_md(std::initializer_list<std::int64_t> dims, dnnl_format_tag_t tag,
-                                        std::string_view op, std::string_view shapes) {
+                                        std::string_view op, std::string_view shapes,
+                                        dnnl_data_type_t dt = dnnl_f32) {
   dnnl_memory_desc_t md;
   dnnl_dims_t d{};
   int nd = 0;
   for (std::int64_t v : dims) d[nd++] = v;
-  dnnl_check(dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tag), op, "memory descriptor", shapes);
+  dnnl_check(dnnl_memory_desc_init_by_tag(&md, nd, d, dt, tag), op, "memory descriptor", shapes);
   return md;
+}
+
+/// One matrix operand as ms's GEMMs see it: data of type dt, row-major with leading
+/// dimension ld, or column-major (ld between columns).
+struct DnnlMatrix {
+  const void* data;
+  dnnl_data_type_t dt;
+  bool col_major;
+  std::int64_t ld;
+};
+
+inline dnnl_memory_desc_t dnnl_matrix_md(std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, std::string_view op,
+                                         std::string_view shapes) {
+  dnnl_memory_desc_t md;
+  const dnnl_dims_t d{rows, cols};
+  const dnnl_dims_t s{m.col_major ? 1 : m.ld, m.col_major ? m.ld : 1};
+  dnnl_check(dnnl_memory_desc_init_by_strides(&md, 2, d, m.dt, s), op, "matrix descriptor", shapes);
+  return md;
+}
+
+/// Cache keys of the primitives below (after the convolution passes 0..2).
+inline constexpr std::int64_t kDnnlMatmulKey = 16, kDnnlReorderKey = 17;
+
+/// c (M x N, row-major, ldc = N, type c_dt) = a @ b, or += when accumulate (a sum post-op),
+/// with a cached oneDNN matmul primitive. oneDNN sums bfloat16 products in float32.
+inline void matmul_dnnl(const DnnlMatrix& a, const DnnlMatrix& b, void* c, dnnl_data_type_t c_dt, std::int64_t M,
+                        std::int64_t N, std::int64_t K, bool accumulate, std::string_view op) {
+  const auto shapes = [&] { return fmt::format("({}, {}) @ ({}, {}) as {}", M, K, K, N, dnnl_dt2str(a.dt)); };
+  const DnnlMatrix cm{c, c_dt, false, N};
+  const dnnl_memory_desc_t amd = dnnl_matrix_md(M, K, a, op, ""), bmd = dnnl_matrix_md(K, N, b, op, ""),
+                           cmd = dnnl_matrix_md(M, N, cm, op, "");
+  const DnnlKey key{kDnnlMatmulKey, M, N, K, a.col_major, a.ld, b.col_major, b.ld, a.dt, b.dt, c_dt, accumulate};
+  auto prim = DnnlCache::instance().get(key, [&] {
+    const std::string sh = shapes();
+    dnnl_matmul_desc_t d;
+    dnnl_check(dnnl_matmul_desc_init(&d, &amd, &bmd, nullptr, &cmd), op, "matmul descriptor", sh);
+    return make_dnnl_primitive(&d, nullptr, op, sh, accumulate);
+  });
+  dnnl_execute<3>(*prim, {{{DNNL_ARG_SRC, &amd, a.data}, {DNNL_ARG_WEIGHTS, &bmd, b.data}, {DNNL_ARG_DST, &cmd, c}}}, op,
+                  shapes);
+}
+
+/// Converts the rows x cols matrix `m` into `out` (type dt, same orientation, compact
+/// leading dimension) with a cached reorder; returns the converted operand.
+inline DnnlMatrix reorder_matrix_dnnl(std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, dnnl_data_type_t dt,
+                                      void* out, std::string_view op) {
+  const DnnlMatrix o{out, dt, m.col_major, std::max<std::int64_t>(1, m.col_major ? rows : cols)};
+  const auto shapes = [&] { return fmt::format("({}, {}) {} -> {}", rows, cols, dnnl_dt2str(m.dt), dnnl_dt2str(dt)); };
+  const dnnl_memory_desc_t smd = dnnl_matrix_md(rows, cols, m, op, ""), dmd = dnnl_matrix_md(rows, cols, o, op, "");
+  const DnnlKey key{kDnnlReorderKey, rows, cols, m.col_major, m.ld, m.dt, dt};
+  auto prim = DnnlCache::instance().get(key, [&] { return make_dnnl_reorder(smd, dmd, op, shapes()); });
+  dnnl_execute<2>(*prim, {{{DNNL_ARG_FROM, &smd, m.data}, {DNNL_ARG_TO, &dmd, out}}}, op, shapes);
+  return o;
+}
+
+/// c (M x N float32, row-major) = a @ b (+= when accumulate) for float32 operands under
+/// GemmPrecision::bf16: both are rounded to bfloat16 (reorders into ms-allocated buffers),
+/// multiplied on the bfloat16 units and summed in float32.
+inline void gemm_dnnl_bf16_from_f32(const float* a, bool a_col, std::int64_t lda, const float* b, bool b_col,
+                                    std::int64_t ldb, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                                    bool accumulate) {
+  Allocator& alloc = CachingHostAllocator::instance();
+  const std::size_t abytes = static_cast<std::size_t>(M * K) * 2, bbytes = static_cast<std::size_t>(K * N) * 2;
+  void* abuf = alloc.allocate(abytes);
+  void* bbuf = nullptr;
+  try {
+    bbuf = alloc.allocate(bbytes);
+    const DnnlMatrix a16 = reorder_matrix_dnnl(M, K, {a, dnnl_f32, a_col, lda}, dnnl_bf16, abuf, "matmul");
+    const DnnlMatrix b16 = reorder_matrix_dnnl(K, N, {b, dnnl_f32, b_col, ldb}, dnnl_bf16, bbuf, "matmul");
+    matmul_dnnl(a16, b16, c, dnnl_f32, M, N, K, accumulate, "matmul");
+  } catch (...) {
+    alloc.deallocate(abuf, abytes);
+    if (bbuf) alloc.deallocate(bbuf, bbytes);
+    throw;
+  }
+  alloc.deallocate(abuf, abytes);
+  alloc.deallocate(bbuf, bbytes);
 }
 
 }  // namespace ops::detail
 
 inline DnnlCacheStats dnnl_cache_stats() { return ops::detail::DnnlCache::instance().stats(); }
+inline bool dnnl_bf16_native() {
+  static const bool native = [] {
+    constexpr unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;
+    return (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
+  }();
+  return native;
+}
 inline void dnnl_cache_clear() { ops::detail::DnnlCache::instance().clear(); }
 inline std::string dnnl_cpu_isa() {
   switch (dnnl_get_effective_cpu_isa()) {
@@ -407,6 +564,7 @@ inline std::string dnnl_cpu_isa() {
 }
 #else
 inline DnnlCacheStats dnnl_cache_stats() { return {}; }
+inline bool dnnl_bf16_native() { return false; }
 inline void dnnl_cache_clear() {}
 inline std::string dnnl_cpu_isa() { return "none"; }
 #endif

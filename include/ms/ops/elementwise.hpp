@@ -336,11 +336,20 @@ inline void run_elementwise(BlockFn fn, std::span<const AnyTensor> in, const Any
   parallel_for(rows, row_grain, do_rows, 1);
 }
 
+namespace detail {
+inline bool is_half_float(DType d) { return d == DType::f16 || d == DType::bf16; }
+/// Runs a float32 kernel for 16-bit float operands (defined in views.hpp, beside cast).
+inline void run_upcast_f32(const KernelArgs& k, KernelFn kernel);
+}  // namespace detail
+
 /// The CPU kernel of every elementwise op: picks the block function by dtype and runs it.
+/// 16-bit floats without a block function of their own compute in float32, rounded once.
 inline void elementwise_kernel(const KernelArgs& a) {
   const ElementwiseInfo& ew = a.op.elementwise;
   DType d = a.in[ew.dispatch_input].dtype();
   BlockFn fn = ew.block[static_cast<int>(d)];
+  if (!fn && detail::is_half_float(d) && ew.block[static_cast<int>(DType::f32)])
+    return detail::run_upcast_f32(a, &elementwise_kernel);
   MS_CHECK(fn != nullptr, DTypeError, "{}: no CPU kernel for dtype {}", a.op.name, d);
   double params[kMaxElementwiseParams] = {};
   if (ew.params) ew.params(a.attrs, params);
@@ -419,7 +428,8 @@ OpDef make_elementwise_op(ElementwiseSpec s) {
   d.kernel = &elementwise_kernel;
   d.grad = s.grad;
   d.nondiff_reason = std::move(s.nondiff_reason);
-  d.cpu_dtypes = Types;
+  // 16-bit floats compute in float32 (elementwise_kernel), like PyTorch's CPU kernels.
+  d.cpu_dtypes = Types.contains(DType::f32) ? Types | DTypeSet{DType::f16, DType::bf16} : Types;
   d.attr_names = std::move(s.attr_names);
   d.elementwise.params = s.params;
   d.elementwise.flops_per_element = s.flops;

@@ -153,12 +153,21 @@ void gemm(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c, bool
     if (!accumulate) std::fill(c, c + M * N, T(0));
     return;
   }
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, bfloat16>) {  // only on the native path (see half_on_dnnl)
+#if defined(MS_HAVE_DNNL)
+    matmul_dnnl({a, dnnl_bf16, ma.col_major, ma.ld}, {b, dnnl_bf16, mb.col_major, mb.ld}, c, dnnl_bf16, M, N, K,
+                accumulate, "matmul");
+#else
+    MS_THROW(BackendError, "matmul: bfloat16 GEMM without oneDNN");
+#endif
+  } else if constexpr (std::is_floating_point_v<T>) {
     [[maybe_unused]] const CpuGemm path = cpu_gemm();
 #if defined(MS_HAVE_DNNL)
     if constexpr (std::is_same_v<T, float>) {
       if (path == CpuGemm::dnnl) {
-        gemm_dnnl(a, ma.col_major, ma.ld, b, mb.col_major, mb.ld, c, M, N, K, accumulate);
+        if (cpu_gemm_precision() == GemmPrecision::bf16 && dnnl_bf16_native())
+          gemm_dnnl_bf16_from_f32(a, ma.col_major, ma.ld, b, mb.col_major, mb.ld, c, M, N, K, accumulate);
+        else gemm_dnnl(a, ma.col_major, ma.ld, b, mb.col_major, mb.ld, c, M, N, K, accumulate);
         return;
       }
     }
@@ -189,7 +198,16 @@ void gemm(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c, bool
   }
 }
 
+/// Native kernels: float32, float64, int32, int64, and bfloat16 where half_on_dnnl();
+/// float16 (and bfloat16 elsewhere) are computed in float32 and rounded once (upcast).
 inline constexpr DTypeSet kLinalgTypes{DType::f32, DType::f64, DType::i32, DType::i64};
+inline constexpr DTypeSet kLinalgOpTypes = kLinalgTypes | DTypeSet{DType::f16, DType::bf16};
+
+/// Whether a 16-bit float product runs natively: bfloat16 on the dnnl path of a CPU with
+/// bfloat16 units (AVX512-BF16 / AMX). Otherwise 16-bit floats take the float32 kernel.
+inline bool half_on_dnnl(DType d) {
+  return d == DType::bf16 && cpu_gemm() == CpuGemm::dnnl && dnnl_bf16_native();
+}
 
 /// The batch dims of a matmul operand (all but the matrix dims).
 inline Shape matmul_batch(const Shape& s) {
@@ -283,8 +301,9 @@ void matmul_run(AnyTensor a, AnyTensor b, const AnyTensor& y) {
 }
 
 inline void matmul_kernel(const KernelArgs& k) {
+  if (is_half_float(k.in[0].dtype()) && !half_on_dnnl(k.in[0].dtype())) return run_upcast_f32(k, &matmul_kernel);
   visit_dtype(k.in[0].dtype(), [&]<class T>() {
-    if constexpr (kLinalgTypes.contains(dtype_v<T>)) matmul_run<T>(k.in[0], k.in[1], k.out[0]);
+    if constexpr (kLinalgTypes.contains(dtype_v<T>) || std::is_same_v<T, bfloat16>) matmul_run<T>(k.in[0], k.in[1], k.out[0]);
     else MS_THROW(DTypeError, "{}: no CPU kernel for dtype {}", k.op.name, k.in[0].dtype());
   });
 }
@@ -360,8 +379,9 @@ void linear_run(AnyTensor x, AnyTensor w, const AnyTensor* bias, const AnyTensor
 }
 
 inline void linear_kernel(const KernelArgs& k) {
+  if (is_half_float(k.in[0].dtype()) && !half_on_dnnl(k.in[0].dtype())) return run_upcast_f32(k, &linear_kernel);
   visit_dtype(k.in[0].dtype(), [&]<class T>() {
-    if constexpr (kLinalgTypes.contains(dtype_v<T>))
+    if constexpr (kLinalgTypes.contains(dtype_v<T>) || std::is_same_v<T, bfloat16>)
       linear_run<T>(k.in[0], k.in[1], k.in.size() == 3 ? &k.in[2] : nullptr, k.out[0]);
     else MS_THROW(DTypeError, "{}: no CPU kernel for dtype {}", k.op.name, k.in[0].dtype());
   });
@@ -385,7 +405,7 @@ MS_REGISTRATION(const OpDef& matmul_op, registry().add([] {
   d.infer = &detail::infer_matmul;
   d.kernel = &detail::matmul_kernel;
   d.cost = &detail::matmul_cost;
-  d.cpu_dtypes = detail::kLinalgTypes;
+  d.cpu_dtypes = detail::kLinalgOpTypes;
   return d;
 }()));
 
@@ -398,7 +418,7 @@ MS_REGISTRATION(const OpDef& linear_op, registry().add([] {
   d.infer = &detail::infer_linear;
   d.kernel = &detail::linear_kernel;
   d.cost = &detail::linear_cost;
-  d.cpu_dtypes = detail::kLinalgTypes;
+  d.cpu_dtypes = detail::kLinalgOpTypes;
   return d;
 }()));
 

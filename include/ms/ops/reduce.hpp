@@ -654,6 +654,7 @@ template <Red K>
 void reduce_kernel(const KernelArgs& k) {
   const AnyTensor& x = k.in[0];
   if (k.out[0].numel() == 0) return;
+  if (is_half_float(x.dtype())) return run_upcast_f32(k, &reduce_kernel<K>);  // summed in float32
   std::uint32_t mask = (K == Red::argmax || K == Red::argmin) ? arg_mask(k.op.name, k.attrs, x.dim())
                                                               : reduce_mask(k.op.name, axes_attr(k.attrs), x.dim());
   visit_dtype(x.dtype(), [&]<class T>() {
@@ -680,7 +681,7 @@ OpDef make_reduce_op(std::string name, std::string doc) {
   else d.infer = &infer_reduce<K == Red::max || K == Red::min>;
   d.kernel = &reduce_kernel<K>;
   d.cost = &reduce_cost<(K == Red::var || K == Red::std) ? 3 : 1>;
-  d.cpu_dtypes = float_only ? kFloatTypes : kReduceTypes;
+  d.cpu_dtypes = (float_only ? kFloatTypes : kReduceTypes) | DTypeSet{DType::f16, DType::bf16};
   if (arg) d.nondiff_reason = "integer output";
   return d;
 }

@@ -311,6 +311,37 @@ inline AnyTensor contiguous_raw(const AnyTensor& x) {
   run_elementwise(copy_op.elementwise.block[static_cast<int>(x.dtype())], in, out, nullptr);
   return out;
 }
+
+/// y (contiguous, dtype `to`) <- x converted, with the cast op's kernel (no dispatch).
+inline void cast_into_raw(const AnyTensor& x, const AnyTensor& y) {
+  const Attrs a{{"dtype", y.dtype()}};
+  const AnyTensor in[1] = {x};
+  AnyTensor out[1] = {y};
+  cast_op.kernel(KernelArgs{cast_op, in, out, a});
+}
+
+/// Runs `kernel` (which computes in float32) for an op called with 16-bit floats, the way
+/// PyTorch's CPU kernels do: float16/bfloat16 inputs are converted to float32, the kernel
+/// computes float32 results, and each is rounded once to its output's dtype. Inputs and
+/// outputs of other dtypes (indices, masks) pass through unchanged.
+inline void run_upcast_f32(const KernelArgs& k, KernelFn kernel) {
+  std::vector<AnyTensor> in(k.in.begin(), k.in.end()), out(k.out.begin(), k.out.end());
+  for (AnyTensor& t : in) {
+    if (!t.defined() || !is_half_float(t.dtype())) continue;
+    AnyTensor f = AnyTensor::empty(t.shape(), DType::f32);
+    cast_into_raw(t, f);
+    t = f;
+  }
+  for (AnyTensor& t : out)
+    if (t.defined() && is_half_float(t.dtype())) t = AnyTensor::empty(t.shape(), DType::f32);
+  kernel(KernelArgs{k.op, in, out, k.attrs});
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!k.out[i].defined() || !is_half_float(k.out[i].dtype())) continue;
+    MS_CHECK(k.out[i].is_contiguous(), BackendError, "{}: a {} output must be contiguous, got strides {}", k.op.name,
+             k.out[i].dtype(), shape_str(k.out[i].strides()));
+    cast_into_raw(out[i], k.out[i]);
+  }
+}
 }  // namespace detail
 
 // ---- untyped API ----------------------------------------------------------------------------

@@ -259,10 +259,10 @@ void gather_conv_grad(const T* gp, const ConvGeom& q, std::int64_t n0, std::int6
     }
 }
 
-#if defined(MS_HAVE_DNNL)
-/// The three passes of a convolution that oneDNN runs.
+/// The three passes of a convolution (as oneDNN names them).
 enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
 
+#if defined(MS_HAVE_DNNL)
 /// Whether a float convolution goes to oneDNN's convolution primitives (ms::cpu_conv() is
 /// CpuConv::dnnl and no dimension is empty); otherwise ms's im2col kernels run it.
 inline bool conv_on_dnnl(const ConvGeom& q) {
@@ -273,20 +273,20 @@ inline bool conv_on_dnnl(const ConvGeom& q) {
 /// (no reorders): forward y = conv(a = x, b = w) + bias; grad_input out = the input gradient
 /// of a = g with b = w; grad_weight out = the weight gradient of a = g with b = x. The
 /// primitive comes from the cache (made on first use of the geometry).
-inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const float* a, const float* b,
-                      const float* bias, float* out) {
+inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const void* a, const void* b,
+                      const void* bias, void* out, dnnl_data_type_t dt = dnnl_f32) {
   const auto shapes = [&] {
     return fmt::format("input ({}, {}, {}, {}), weight ({}, {}, {}, {}), output ({}, {}, {}, {})", q.N, q.C, q.H, q.W,
                        q.O, q.Cg(), q.kh, q.kw, q.N, q.O, q.Ho, q.Wo);
   };
   const bool has_bias = pass == ConvPass::forward && bias != nullptr;
   const DnnlKey key{static_cast<std::int64_t>(pass), q.N, q.C, q.H, q.W, q.O, q.kh, q.kw, q.sh, q.sw,
-                    q.ph, q.pw, q.dh, q.dw, q.G, has_bias ? 1 : 0};
-  const dnnl_memory_desc_t src = dnnl_plain_md({q.N, q.C, q.H, q.W}, dnnl_nchw, op.name, "");
-  const dnnl_memory_desc_t dst = dnnl_plain_md({q.N, q.O, q.Ho, q.Wo}, dnnl_nchw, op.name, "");
-  const dnnl_memory_desc_t wei = q.G > 1 ? dnnl_plain_md({q.G, q.Og(), q.Cg(), q.kh, q.kw}, dnnl_goihw, op.name, "")
-                                         : dnnl_plain_md({q.O, q.C, q.kh, q.kw}, dnnl_oihw, op.name, "");
-  const dnnl_memory_desc_t bmd = dnnl_plain_md({q.O}, dnnl_a, op.name, "");
+                    q.ph, q.pw, q.dh, q.dw, q.G, has_bias ? 1 : 0, dt};
+  const dnnl_memory_desc_t src = dnnl_plain_md({q.N, q.C, q.H, q.W}, dnnl_nchw, op.name, "", dt);
+  const dnnl_memory_desc_t dst = dnnl_plain_md({q.N, q.O, q.Ho, q.Wo}, dnnl_nchw, op.name, "", dt);
+  const dnnl_memory_desc_t wei = q.G > 1 ? dnnl_plain_md({q.G, q.Og(), q.Cg(), q.kh, q.kw}, dnnl_goihw, op.name, "", dt)
+                                         : dnnl_plain_md({q.O, q.C, q.kh, q.kw}, dnnl_oihw, op.name, "", dt);
+  const dnnl_memory_desc_t bmd = dnnl_plain_md({q.O}, dnnl_a, op.name, "", dt);
   const dnnl_dims_t strides{q.sh, q.sw}, dilates{q.dh - 1, q.dw - 1}, pad{q.ph, q.pw};
   auto prim = DnnlCache::instance().get(key, [&] {
     const std::string sh = shapes();
@@ -337,6 +337,24 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const f
   }
 }
 #endif
+
+/// Runs a convolution pass called with 16-bit floats and returns true (false for other
+/// dtypes): bfloat16 on oneDNN's bfloat16 primitives where half_on_dnnl (the dnnl GEMM path
+/// on a CPU with bfloat16 units; float32 accumulation), otherwise in float32 (upcast).
+inline bool conv_half(ConvPass pass, const KernelArgs& k, [[maybe_unused]] const ConvGeom& q) {
+  if (!is_half_float(k.in[0].dtype())) return false;
+#if defined(MS_HAVE_DNNL)
+  if (half_on_dnnl(k.in[0].dtype()) && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0) {
+    const AnyTensor a = contiguous_raw(k.in[0]), b = contiguous_raw(k.in[1]);
+    const AnyTensor bias = pass == ConvPass::forward && k.in.size() > 2 ? contiguous_raw(k.in[2]) : AnyTensor();
+    conv_dnnl(pass, k.op, q, a.raw_data(), b.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
+              k.out[0].raw_data(), dnnl_bf16);
+    return true;
+  }
+#endif
+  run_upcast_f32(k, k.op.kernel);
+  return true;
+}
 
 template <class T>
 void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
@@ -467,7 +485,7 @@ MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   d.num_inputs = -1;  // x, weight and an optional bias
   d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM";
   d.attr_names = {"stride", "padding", "dilation", "groups"};
-  d.cpu_dtypes = kFloatTypes;
+  d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in.size() == 2 || in.size() == 3, ValueError, "{}: expected 2 or 3 inputs (x, weight[, bias]), got {}",
              op.name, in.size());
@@ -482,6 +500,7 @@ MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   };
   d.kernel = [](const KernelArgs& k) {
     detail::ConvGeom q = detail::conv_geom(k.op, k.in[0].shape(), k.in[1].shape(), k.attrs);
+    if (detail::conv_half(detail::ConvPass::forward, k, q)) return;
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
@@ -500,7 +519,7 @@ MS_REGISTRATION(const OpDef& conv2d_grad_input_op, registry().add([] {
   d.num_inputs = 2;
   d.doc = "gradient of conv2d w.r.t. its input: col2im(weight^T @ g) (a transposed convolution)";
   d.attr_names = {"stride", "padding", "dilation", "groups", "input_shape"};
-  d.cpu_dtypes = kFloatTypes;
+  d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     check_same_dtype(op, in[0], in[1]);
     Shape xs = detail::shape_attr_n(op, a, "input_shape", 4);
@@ -512,6 +531,7 @@ MS_REGISTRATION(const OpDef& conv2d_grad_input_op, registry().add([] {
   };
   d.kernel = [](const KernelArgs& k) {
     detail::ConvGeom q = detail::conv_geom(k.op, k.out[0].shape(), k.in[1].shape(), k.attrs);
+    if (detail::conv_half(detail::ConvPass::grad_input, k, q)) return;
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_grad_input_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
@@ -528,7 +548,7 @@ MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
   d.num_inputs = 2;
   d.doc = "gradient of conv2d w.r.t. its weight: sum over the batch of g @ im2col(x)^T";
   d.attr_names = {"stride", "padding", "dilation", "groups", "weight_shape"};
-  d.cpu_dtypes = kFloatTypes;
+  d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     check_same_dtype(op, in[0], in[1]);
     Shape ws = detail::shape_attr_n(op, a, "weight_shape", 4);
@@ -540,6 +560,7 @@ MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
   };
   d.kernel = [](const KernelArgs& k) {
     detail::ConvGeom q = detail::conv_geom(k.op, k.in[1].shape(), k.out[0].shape(), k.attrs);
+    if (detail::conv_half(detail::ConvPass::grad_weight, k, q)) return;
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_grad_weight_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
