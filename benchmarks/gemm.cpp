@@ -57,7 +57,8 @@ void set_flops(benchmark::State& s) {
       benchmark::Counter(flops * static_cast<double>(s.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
-void ms_gemm(benchmark::State& s) {
+/// ms::matmul of random (m x k) and (k x n) operands of dtype d (float32 values rounded to d).
+void ms_gemm_of(benchmark::State& s, ms::DType d) {
   const std::int64_t m = s.range(0), n = s.range(1), k = s.range(2);
   const int saved = ms::get_num_threads();
   ms::set_num_threads(static_cast<int>(s.range(3)));
@@ -65,32 +66,19 @@ void ms_gemm(benchmark::State& s) {
   ms::Tensor<float> b = ms::AnyTensor::empty(ms::Shape{k, n}, ms::DType::f32);
   fill_random(a.data(), m * k, 1);
   fill_random(b.data(), k * n, 2);
+  const ms::AnyTensor ad = ms::ops::cast(a, d), bd = ms::ops::cast(b, d);
   for (auto _ : s) {
-    ms::Tensor<float> c = ms::matmul(a, b);
+    ms::AnyTensor c = ms::ops::matmul(ad, bd);
     benchmark::DoNotOptimize(c.raw_data());
   }
   set_flops(s);
   ms::set_num_threads(saved);
 }
 
+void ms_gemm(benchmark::State& s) { ms_gemm_of(s, ms::DType::f32); }
 /// bfloat16 operands and result (oneDNN's bfloat16 primitive, float32 sums, where the CPU
 /// has bfloat16 units; float32 compute and one rounding elsewhere).
-void ms_gemm_bf16(benchmark::State& s) {
-  const std::int64_t m = s.range(0), n = s.range(1), k = s.range(2);
-  const int saved = ms::get_num_threads();
-  ms::set_num_threads(static_cast<int>(s.range(3)));
-  ms::Tensor<float> a = ms::AnyTensor::empty(ms::Shape{m, k}, ms::DType::f32);
-  ms::Tensor<float> b = ms::AnyTensor::empty(ms::Shape{k, n}, ms::DType::f32);
-  fill_random(a.data(), m * k, 1);
-  fill_random(b.data(), k * n, 2);
-  const ms::AnyTensor a16 = ms::ops::cast(a, ms::DType::bf16), b16 = ms::ops::cast(b, ms::DType::bf16);
-  for (auto _ : s) {
-    ms::AnyTensor c = ms::ops::matmul(a16, b16);
-    benchmark::DoNotOptimize(c.raw_data());
-  }
-  set_flops(s);
-  ms::set_num_threads(saved);
-}
+void ms_gemm_bf16(benchmark::State& s) { ms_gemm_of(s, ms::DType::bf16); }
 
 /// float32 tensors under ms::GemmPrecision::bf16 (operands rounded to bfloat16 on the way in).
 void ms_gemm_f32_as_bf16(benchmark::State& s) {
