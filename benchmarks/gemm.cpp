@@ -119,7 +119,8 @@ void eigen_gemm(benchmark::State& s) {
 }
 
 #ifdef MS_HAVE_TORCH
-void torch_gemm(benchmark::State& s) {
+/// torch::matmul of random (m x k) and (k x n) operands of dtype d (float32 values converted).
+void torch_gemm_of(benchmark::State& s, torch::ScalarType d) {
   const std::int64_t m = s.range(0), n = s.range(1), k = s.range(2);
   const int saved = torch::get_num_threads();
   torch::set_num_threads(static_cast<int>(s.range(3)));
@@ -127,30 +128,17 @@ void torch_gemm(benchmark::State& s) {
   torch::Tensor a = torch::empty({m, k}, torch::kFloat32), b = torch::empty({k, n}, torch::kFloat32);
   fill_random(a.data_ptr<float>(), m * k, 1);
   fill_random(b.data_ptr<float>(), k * n, 2);
+  const torch::Tensor ad = a.to(d), bd = b.to(d);
   for (auto _ : s) {
-    torch::Tensor c = torch::matmul(a, b);
+    torch::Tensor c = torch::matmul(ad, bd);
     benchmark::DoNotOptimize(c.data_ptr());
   }
   set_flops(s);
   torch::set_num_threads(saved);
 }
 
-void torch_gemm_bf16(benchmark::State& s) {
-  const std::int64_t m = s.range(0), n = s.range(1), k = s.range(2);
-  const int saved = torch::get_num_threads();
-  torch::set_num_threads(static_cast<int>(s.range(3)));
-  torch::NoGradGuard no_grad;
-  torch::Tensor a = torch::empty({m, k}, torch::kFloat32), b = torch::empty({k, n}, torch::kFloat32);
-  fill_random(a.data_ptr<float>(), m * k, 1);
-  fill_random(b.data_ptr<float>(), k * n, 2);
-  const torch::Tensor a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
-  for (auto _ : s) {
-    torch::Tensor c = torch::matmul(a16, b16);
-    benchmark::DoNotOptimize(c.data_ptr());
-  }
-  set_flops(s);
-  torch::set_num_threads(saved);
-}
+void torch_gemm(benchmark::State& s) { torch_gemm_of(s, torch::kFloat32); }
+void torch_gemm_bf16(benchmark::State& s) { torch_gemm_of(s, torch::kBFloat16); }
 #endif
 
 std::string cpu_model() {
