@@ -259,6 +259,10 @@ void gather_conv_grad(const T* gp, const ConvGeom& q, std::int64_t n0, std::int6
     }
 }
 
+/// Whether no dimension of the convolution is empty (oneDNN's primitives need that; an empty
+/// one is left to ms's kernels, which write the zeros or nothing the result needs).
+inline bool conv_nonempty(const ConvGeom& q) { return q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0; }
+
 /// The three passes of a convolution (as oneDNN names them).
 enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
 
@@ -266,7 +270,7 @@ enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
 /// Whether a float convolution goes to oneDNN's convolution primitives (ms::cpu_conv() is
 /// CpuConv::dnnl and no dimension is empty); otherwise ms's im2col kernels run it.
 inline bool conv_on_dnnl(const ConvGeom& q) {
-  return cpu_conv() == CpuConv::dnnl && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0;
+  return cpu_conv() == CpuConv::dnnl && conv_nonempty(q);
 }
 
 /// One pass of a float convolution on oneDNN, on ms's own contiguous NCHW / OIHW buffers
@@ -344,7 +348,7 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const v
 inline bool conv_half(ConvPass pass, const KernelArgs& k, [[maybe_unused]] const ConvGeom& q) {
   if (!is_half_float(k.in[0].dtype())) return false;
 #if defined(MS_HAVE_DNNL)
-  if (half_on_dnnl(k.in[0].dtype()) && q.N > 0 && q.C > 0 && q.O > 0 && q.Ho > 0 && q.Wo > 0) {
+  if (half_on_dnnl(k.in[0].dtype()) && conv_nonempty(q)) {
     const AnyTensor a = contiguous_raw(k.in[0]), b = contiguous_raw(k.in[1]);
     const AnyTensor bias = pass == ConvPass::forward && k.in.size() > 2 ? contiguous_raw(k.in[2]) : AnyTensor();
     conv_dnnl(pass, k.op, q, a.raw_data(), b.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
