@@ -103,7 +103,7 @@ void train_epochs(benchmark::State& state, std::int64_t sink_size, bool capture)
     m.opt->step(ms::autograd::grad(loss, m.params));
     return loss;
   };
-  ms::backend::DeviceCompileOptions opt;
+  ms::backend::CompileOptions opt;
   opt.capture = capture;
   if (capture) opt.max_streams = 1;
   auto ex = ms::backend::compile_for_device(

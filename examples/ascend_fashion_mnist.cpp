@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     std::printf("Ascend libraries: %s (SoC %s, matmul cubeMathType %d, capture %s)\n", be.api().libraries.c_str(),
                 be.soc().name.c_str(), static_cast<int>(be.cube_math_type()), be.can_capture() ? "yes" : "no");
     Run dev(hidden, lr);
-    ms::backend::DeviceCompileOptions opt;
+    ms::backend::CompileOptions opt;
     opt.capture = capture;
     if (capture) opt.max_streams = 1;
     auto step = dev.step();

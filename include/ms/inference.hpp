@@ -2,8 +2,8 @@
 // ms::InferenceModel: a frozen model (graph/freeze.hpp) loaded and compiled for a backend,
 // run for inference only (no autodiff recording). The same compile pipeline as a captured
 // graph, so a loaded model gives the original graph's outputs bit for bit: on the CPU
-// (backend::compile) and on a device (backend::compile_for_device, for any device type
-// whose backend is registered). Must not name a particular device.
+// and on a device (any device type whose backend is registered), through the one
+// backend::compile(graph, backend, options). Must not name a particular device.
 //
 //   auto model = ms::InferenceModel::load("lenet.msf");                       // the CPU
 //   auto npu = ms::InferenceModel::load("lenet.msf", {.backend = "ascend:0"});  // a device
@@ -12,8 +12,7 @@
 #include <chrono>
 
 #include "backend/backend.hpp"
-#include "backend/cpu/executor.hpp"
-#include "backend/device_executor.hpp"
+#include "compile.hpp"
 #include "graph/freeze.hpp"
 
 namespace ms {
@@ -22,8 +21,8 @@ struct InferenceOptions {
   /// "cpu", or a device with a registered backend: its type, optionally with an index
   /// ("ascend" is "ascend:0"). inference_backends() lists them.
   std::string backend = "cpu";
-  backend::CompileOptions compile;         ///< the CPU: pass pipeline and planning options
-  backend::DeviceCompileOptions device;    ///< a device: passes, streams, pinning, capture
+  /// Pass pipeline, planning and (on a device) placement, streams and capture options.
+  backend::CompileOptions compile;
 };
 
 /// The backends an InferenceModel can be compiled for in this program: "cpu" and the device
@@ -57,19 +56,7 @@ class InferenceModel {
   /// Runs the model; inputs in the order of input_metas(), on the host; outputs on the host.
   std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
     NoGradGuard no_grad;
-    if (!dev_exe_) return exe_->run(inputs);
-    // The device executable accepts stacked steps; a model takes exactly one, checked as the CPU does.
-    MS_CHECK(inputs.size() == inputs_.size(), ValueError, "run: the graph takes {} inputs, got {}", inputs_.size(),
-             inputs.size());
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const ops::TensorMeta& m = inputs_[i];
-      MS_CHECK(inputs[i].defined(), ValueError, "run: input {} is an undefined tensor", i);
-      MS_CHECK(inputs[i].dtype() == m.dtype, DTypeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
-               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
-      MS_CHECK(inputs[i].shape() == m.shape, ShapeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
-               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
-    }
-    return dev_exe_->run(inputs);
+    return exe_->run(inputs);
   }
   std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
     return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
@@ -81,19 +68,23 @@ class InferenceModel {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   /// The device the model runs on (cpu for the CPU).
   Device device() const { return device_; }
-  bool on_device() const { return dev_exe_ != nullptr; }
+  bool on_device() const { return !device_.is_cpu(); }
+  /// The compiled graph, whatever the backend.
+  const backend::CompiledGraph& compiled() const { return *exe_; }
   /// The CPU executable; BackendError when the model was compiled for a device.
   const backend::Executable& executable() const {
-    MS_CHECK(exe_ != nullptr, BackendError, "inference: the model runs on {}; use device_executable()", device_);
-    return *exe_;
+    const auto* e = dynamic_cast<const backend::Executable*>(exe_.get());
+    MS_CHECK(e != nullptr, BackendError, "inference: the model runs on {}; use device_executable()", device_);
+    return *e;
   }
   /// The device executable (placements, streams, dump()); BackendError for a CPU model.
   const backend::DeviceExecutable& device_executable() const {
-    MS_CHECK(dev_exe_ != nullptr, BackendError, "inference: the model runs on the cpu; use executable()");
-    return *dev_exe_;
+    const auto* e = dynamic_cast<const backend::DeviceExecutable*>(exe_.get());
+    MS_CHECK(e != nullptr, BackendError, "inference: the model runs on the cpu; use executable()");
+    return *e;
   }
   /// The compiled graph as text: the CPU executable's graph, or the device dump with engines.
-  std::string compiled_str() const { return dev_exe_ ? dev_exe_->dump() : exe_->graph().str(); }
+  std::string compiled_str() const { return exe_->dump(); }
   /// The backend option as given ("cpu", "ascend", "ascend:1").
   const std::string& backend_name() const { return backend_; }
   /// Seconds spent reading, checking and compiling the file (load() only).
@@ -108,12 +99,7 @@ class InferenceModel {
       input_names_.push_back(g.value(v).name);
     }
     for (graph::ValueId v : g.outputs()) outputs_.push_back(g.value(v).meta);
-    if (device_.is_cpu()) {
-      exe_ = std::make_unique<backend::Executable>(backend::compile(std::move(g), opt.compile));
-    } else {
-      backend::Backend& be = backend::backend_for(device_);
-      dev_exe_ = std::make_unique<backend::DeviceExecutable>(backend::compile_for_device(std::move(g), be, opt.device));
-    }
+    exe_ = backend::compile(std::move(g), backend::backend_for(device_), opt.compile);
   }
 
   /// The device named by a backend option; BackendError naming the available ones otherwise.
@@ -131,8 +117,7 @@ class InferenceModel {
              fmt::join(names, ", "));
   }
 
-  std::unique_ptr<backend::Executable> exe_;
-  std::unique_ptr<backend::DeviceExecutable> dev_exe_;
+  std::unique_ptr<backend::CompiledGraph> exe_;
   Device device_;
   std::vector<ops::TensorMeta> inputs_, outputs_;
   std::vector<std::string> input_names_;

@@ -61,6 +61,7 @@
 #include "inference.hpp"
 #include "backend/backend.hpp"
 #include "backend/device_executor.hpp"
+#include "compile.hpp"
 #include "backend/ascend/ascend_backend.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -245,7 +245,7 @@ TEST_CASE("device graph: pinning and cost decide against AI CPU", "[ascend][aicp
   Tensor<float> x = ms::randn<float>({4});
   SECTION("pinned") {
     auto f = [](const Tensor<float>& xx) { return ms::exp(ms::erf(xx)); };
-    backend::DeviceCompileOptions opt;
+    backend::CompileOptions opt;
     opt.pin_ops = {"erf"};
     auto ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
     const std::string d = ex.dump();

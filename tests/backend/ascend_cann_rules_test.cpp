@@ -300,7 +300,7 @@ TEST_CASE("ascend item 6: capture only where the SoC has it, else uncaptured rep
   // A graph compiled with capture=true runs either way, with the same results.
   auto f = [](const Tensor<float>& x) { return ms::relu(x * x - 1.0f); };
   Tensor<float> x = ms::arange<float>(-3, 3).reshape({2, 3});
-  backend::DeviceCompileOptions opt;
+  backend::CompileOptions opt;
   opt.capture = true;
   opt.max_streams = 1;
   auto ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);

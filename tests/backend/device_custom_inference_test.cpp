@@ -221,7 +221,7 @@ TEST_CASE("device custom op: a registered device kernel runs on ai_core in devic
   Tensor<float> want = f(x);
   for (bool capture : {false, true}) {
     INFO("capture " << capture);
-    backend::DeviceCompileOptions opt;
+    backend::CompileOptions opt;
     opt.capture = capture;
     backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
     const std::string d = ex.dump();

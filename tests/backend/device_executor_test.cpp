@@ -124,7 +124,7 @@ TEST_CASE("device graph: engine assignment by support, cost and pinning", "[asce
     return ms::add(ms::relu(m), a);
   };
   Tensor<float> want = f(x);
-  backend::DeviceCompileOptions opt;
+  backend::CompileOptions opt;
   opt.pin_ops = {"relu"};
   backend::DeviceExecutable ex = backend::compile_for_device(backend::trace(f, x), emu(), opt);
   const std::string d = ex.dump();
@@ -152,7 +152,7 @@ TEST_CASE("device graph: independent branches overlap on two streams", "[ascend]
     return ms::add(p, q);
   };
   Tensor<float> want = f(x, y);
-  backend::DeviceCompileOptions one, two;
+  backend::CompileOptions one, two;
   one.max_streams = 1;
   two.max_streams = 2;
   auto serial = backend::compile_for_device(backend::trace(f, x, y), emu(), one);
@@ -233,7 +233,7 @@ TEST_CASE("device graph: a captured iteration replays once per step", "[ascend]"
   for (bool capture : {false, true}) {
     Trainer t(6, 5, 2, 0.05);
     auto step = t.step_fn();
-    backend::DeviceCompileOptions opt;
+    backend::CompileOptions opt;
     opt.capture = capture;
     opt.max_streams = 1;
     auto ex = backend::compile_for_device(backend::trace(step, rows(X, 0, B), rows(Y, 0, B)), emu(), opt);
@@ -329,7 +329,7 @@ TEST_CASE("device graph: the profiler times kernels with device events, one trac
     Tensor<float> q = ms::sigmoid(ms::sigmoid(ms::sigmoid(b)));
     return ms::add(p, q);
   };
-  backend::DeviceCompileOptions two;
+  backend::CompileOptions two;
   two.max_streams = 2;
   auto ex = backend::compile_for_device(backend::trace(f, x, y), emu(), two);
   REQUIRE(ex.num_streams() == 2);
@@ -381,7 +381,7 @@ TEST_CASE("device graph: sunk steps and eager device ops are profiled too", "[as
   ctl().SetLatency(2'000'000, 0, 0, 0);
   Tensor<float> x = ms::randn<float>({3, 5});
   auto f = [](const Tensor<float>& a) { return ms::exp(ms::relu(a)); };
-  backend::DeviceCompileOptions one;
+  backend::CompileOptions one;
   one.max_streams = 1;
   one.capture = true;  // an observed run times each kernel instead of replaying the capture
   auto ex = backend::compile_for_device(backend::trace(f, x), emu(), one);
@@ -485,7 +485,7 @@ TEST_CASE("device graph: on one stream the intermediates share one planned devic
     INFO("plan_memory " << planned);
     Trainer t(64, 128, 10, 0.01);
     auto step = t.step_fn();
-    backend::DeviceCompileOptions opt;
+    backend::CompileOptions opt;
     opt.max_streams = 1;
     opt.plan_memory = planned != 0;
     emu().synchronize_all();
@@ -518,7 +518,7 @@ TEST_CASE("device graph: on one stream the intermediates share one planned devic
   // Several streams: no plan (concurrent branches could overwrite what another still reads).
   Trainer t(64, 128, 10, 0.01);
   auto step = t.step_fn();
-  backend::DeviceCompileOptions two;
+  backend::CompileOptions two;
   two.max_streams = 4;
   auto ex = backend::compile_for_device(backend::trace(step, rows(X, 0, B), rows(Y, 0, B)), emu(), two);
   if (ex.num_streams() > 1) CHECK(ex.memory_plan() == nullptr);

@@ -341,7 +341,7 @@ TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduce
     };
     // Step 0 runs on the host while tracing (MPI); steps 1..4 are sunk on the device (HCCL).
     Data first = local_part(global_batch(0, in, classes));
-    ms::backend::DeviceCompileOptions opt_c;
+    ms::backend::CompileOptions opt_c;
     opt_c.capture = capture;
     opt_c.max_streams = capture ? 1 : 4;
     auto ex = ms::backend::compile_for_device(ms::backend::trace(step, first.x, first.y), emu(), opt_c);

@@ -25,6 +25,7 @@
 #include "../graph/passes.hpp"
 #include "../ops/inplace.hpp"
 #include "backend.hpp"
+#include "compiled_graph.hpp"
 #include "device_placement.hpp"
 
 namespace ms::backend {
@@ -47,13 +48,15 @@ namespace detail {
 struct DeviceStepBuilder;
 }  // namespace detail
 
-class DeviceExecutable {
+/// A graph compiled for a device backend (see the top of this file).
+class DeviceExecutable final : public CompiledGraph {
  public:
   DeviceExecutable(DeviceExecutable&&) = default;
   DeviceExecutable& operator=(DeviceExecutable&&) = default;
 
   /// One step: host inputs in, host outputs out.
-  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
+  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) override {
+    check_inputs(graph_, inputs);  // exactly one step (run_sunk takes stacked steps)
     SunkResult r = run_sunk(inputs, SinkOptions{1, {}});
     std::vector<AnyTensor> outs;
     for (std::size_t i = 0; i < r.outputs.size(); ++i) {
@@ -76,14 +79,16 @@ class DeviceExecutable {
   /// Copies the device values of the params (weights, optimizer state) into their host tensors.
   void sync_params_to_host();
 
-  const graph::Graph& graph() const { return graph_; }
+  Device device() const override { return be_->device(); }
+  const graph::Graph& graph() const override { return graph_; }
   const std::vector<Placement>& placements() const { return place_; }
   /// The plan of the device arena that holds the intermediates of device nodes: planned
   /// peak and lower bound (the largest live set). Null when the graph was not planned
-  /// (several streams, or DeviceCompileOptions::plan_memory off).
+  /// (several streams, or CompileOptions::plan_memory off).
   const MemoryPlan* memory_plan() const { return arena_ ? &value_plan_.memory : nullptr; }
+  const MemoryPlan* planned_memory() const override { return memory_plan(); }
   /// The IR dump with each node's engine, stream, waits and copies.
-  std::string dump() const;
+  std::string dump() const override;
   int num_streams() const { return static_cast<int>(streams_.size()); }
   std::size_t num_host_nodes() const {
     return static_cast<std::size_t>(std::count_if(place_.begin(), place_.end(), [](const Placement& p) {
@@ -93,11 +98,11 @@ class DeviceExecutable {
   /// Host<->device synchronizations since compile (the extra waits of an observed run not counted).
   std::uint64_t interactions() const { return interactions_; }
   /// Identifies this executable in profiles and dumps (OpCallInfo::graph_id).
-  int id() const { return id_; }
+  int id() const override { return id_; }
   bool captured() const { return captured_; }
 
  private:
-  friend DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt);
+  friend DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt);
   friend struct detail::DeviceStepBuilder;
   DeviceExecutable() = default;
 
@@ -176,7 +181,7 @@ class DeviceExecutable {
 };
 
 /// Places `g` on backend `be` (engines and streams) and allocates its buffers.
-DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt = {});
+DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt = {});
 
 /// graph::trace (graph/capture.hpp), by the name the device path has always used.
 using graph::trace;
@@ -321,7 +326,7 @@ struct DeviceStepBuilder {
 };
 }  // namespace detail
 
-inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const DeviceCompileOptions& opt) {
+inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt) {
   MS_CHECK(!be.device().is_cpu(), DeviceError, "compile_for_device: {} is the host; use backend::compile", be.device());
   DeviceExecutable ex;
   ex.be_ = &be;
@@ -336,7 +341,11 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const De
       if (be.supports(e, *n.op, ins, n.attrs)) return false;
     return true;
   });
-  if (opt.optimize) graph::optimize(g, opt.passes);
+  if (opt.optimize) {
+    graph::PassOptions passes = opt.passes;
+    passes.fuse = false;  // fused programs are a host kernel: keep the ops the device maps
+    graph::optimize(g, passes);
+  }
   g.compact();
   graph::verify(g);
   ex.graph_ = std::move(g);

@@ -14,27 +14,10 @@
 
 #include "../graph/passes.hpp"
 #include "backend.hpp"
+#include "compile_options.hpp"
 
 namespace ms::backend {
 
-struct DeviceCompileOptions {
-  graph::PassOptions passes = [] {
-    graph::PassOptions p;
-    p.fuse = false;  // fused host programs have no device kernel; keep the ops the device maps
-    return p;
-  }();
-  bool optimize = true;
-  int max_streams = 4;                 ///< 1: everything on one stream
-  std::set<std::string> pin_ops;      ///< op names that run on the host CPU
-  std::set<std::string> pin_nodes;    ///< node names ("add_3") that run on the host CPU
-  /// Any other node this returns true for runs on the host (a region: e.g. by name prefix).
-  std::function<bool(const graph::Node&)> pin_to_cpu;
-  /// Replay one captured iteration per step when the backend can (one stream, no host nodes).
-  bool capture = false;
-  /// Place the intermediates of device nodes in one device arena (backend/memory_plan.hpp),
-  /// when the graph runs on one stream; otherwise each value has a buffer of its own.
-  bool plan_memory = true;
-};
 
 /// Where and how one node runs.
 struct Placement {
@@ -86,7 +69,7 @@ inline bool place_view(const graph::Graph& G, std::size_t i, Backend& be, std::v
 
 /// Places a node that runs a kernel: on the cheapest device engine that runs it, or on the
 /// host when that is cheaper (copies counted), pinned, fused, or unmapped.
-inline void place_kernel(const graph::Graph& G, std::size_t i, Backend& be, const DeviceCompileOptions& opt,
+inline void place_kernel(const graph::Graph& G, std::size_t i, Backend& be, const CompileOptions& opt,
                          std::vector<bool>& on_dev, Placement& p) {
   const auto& nodes = G.nodes();
   const graph::Node& n = nodes[i];
@@ -145,7 +128,7 @@ inline void place_kernel(const graph::Graph& G, std::size_t i, Backend& be, cons
 
 /// The engine of every node, in topological order (inputs, parameters and constants live
 /// on the device).
-inline std::vector<Placement> assign_engines(const graph::Graph& G, Backend& be, const DeviceCompileOptions& opt) {
+inline std::vector<Placement> assign_engines(const graph::Graph& G, Backend& be, const CompileOptions& opt) {
   const auto& nodes = G.nodes();
   std::vector<bool> on_dev(G.values().size(), true);  // where each value is produced
   std::vector<Placement> place(nodes.size());

@@ -349,11 +349,6 @@ inline void* load_or_compile(const std::string& source) {
 /// Counts of compiled and cache-loaded objects since the process started.
 inline CodegenStats codegen_stats() { return {codegen::compile_count().load(), codegen::load_count().load()}; }
 
-/// Whether compile() generates code by default: MS_CPU_CODEGEN=1 (or on/true).
-inline bool codegen_default() {
-  const std::string v = codegen::env_or("MS_CPU_CODEGEN", "0");
-  return v == "1" || v == "on" || v == "true" || v == "ON" || v == "TRUE";
-}
 
 /// Generates, compiles and installs kernels for the fused nodes of g that generated code
 /// covers (see the top of this file); returns how many nodes got one.

@@ -13,6 +13,8 @@
 #include "../../ops/dnnl.hpp"
 #include "../../ops/inplace.hpp"
 #include "../../ops/views.hpp"
+#include "../compile_options.hpp"
+#include "../compiled_graph.hpp"
 #include "../memory_plan.hpp"
 #include "codegen.hpp"
 #include "fused_eval.hpp"
@@ -22,19 +24,6 @@ namespace ms::backend {
 using graph::ValueId;
 using graph::ValueKind;
 
-struct CompileOptions {
-  graph::PassOptions passes;
-  bool optimize = true;   ///< run the pass pipeline before planning
-  bool inplace = true;    ///< let elementwise ops write over their last-used input
-  /// Write an elementwise result that is copy_'d into a parameter straight into the
-  /// parameter's storage (an optimizer's m, v and weight updates), when nothing reads the
-  /// parameter's old value afterwards; the copy_ then has nothing to do.
-  bool elide_writeback = true;
-  /// Compile the fused elementwise programs into one loop each with the system compiler
-  /// (backend/cpu/codegen.hpp) instead of running them on the block interpreter. Off
-  /// unless the environment sets MS_CPU_CODEGEN=1.
-  bool codegen = codegen_default();
-};
 
 class Executable;
 namespace detail {
@@ -47,7 +36,8 @@ inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::
 inline void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp);
 }  // namespace detail
 
-class Executable {
+/// A graph compiled for the CPU (see the top of this file).
+class Executable final : public CompiledGraph {
  public:
   Executable() = default;
   Executable(Executable&&) = default;
@@ -56,19 +46,10 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   /// Runs the graph on `inputs` (dtype, shape and device must match the captured ones).
-  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
+  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) override {
+    check_inputs(graph_, inputs);
     const auto& gin = graph_.inputs();
-    MS_CHECK(inputs.size() == gin.size(), ValueError, "run: the graph takes {} inputs, got {}", gin.size(),
-             inputs.size());
     for (std::size_t i = 0; i < gin.size(); ++i) {
-      const auto& m = graph_.value(gin[i]).meta;
-      MS_CHECK(inputs[i].defined(), ValueError, "run: input {} is an undefined tensor", i);
-      MS_CHECK(inputs[i].dtype() == m.dtype, DTypeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
-               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
-      MS_CHECK(inputs[i].shape() == m.shape, ShapeError, "run: input {} must be {} {}, got {} {}", i, m.dtype,
-               shape_str(m.shape), inputs[i].dtype(), shape_str(inputs[i].shape()));
-      MS_CHECK(inputs[i].device().is_cpu(), DeviceError, "run: input {} is on {}, this executable runs on cpu", i,
-               inputs[i].device());
       // View ops on an input were traced on a contiguous tensor (reshape needs one): give them one.
       if (input_viewed_[i] && !inputs[i].is_contiguous()) [[unlikely]]
         bind(gin[i], ops::detail::contiguous_raw(inputs[i]));
@@ -121,8 +102,11 @@ class Executable {
     return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
   }
 
-  const graph::Graph& graph() const { return graph_; }
+  Device device() const override { return Device::cpu(); }
+  const graph::Graph& graph() const override { return graph_; }
   const MemoryPlan& memory_plan() const { return plan_; }
+  const MemoryPlan* planned_memory() const override { return &plan_; }
+  std::string dump() const override { return graph_.str(); }
   const graph::PassReport& pass_report() const { return report_; }
   /// Fused nodes that run generated code (CompileOptions::codegen).
   int codegen_kernels() const { return codegen_kernels_; }
@@ -130,7 +114,7 @@ class Executable {
   /// Bytes of the arena holding every intermediate.
   std::size_t arena_bytes() const { return plan_.peak; }
   /// Identifies this executable in profiles and dumps (graph_id).
-  int id() const { return id_; }
+  int id() const override { return id_; }
 
  private:
   enum class StepKind { kernel, fused, view, static_view, elementwise };
