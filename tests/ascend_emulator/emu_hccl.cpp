@@ -373,7 +373,9 @@ HcclResult issue(Kind kind, const void* send, size_t send_bytes, void* recv, siz
       }
     }
     const int rc = execute(cm, job, fn);
-    ++cm.executed;
+    // Only issued collectives take a place in the issue order: a replayed one (captured,
+    // ticket -1) must not advance it, or every collective issued after it would wait forever.
+    if (*ticket >= 0) ++cm.executed;
     lk.unlock();
     cm.exec_cv.notify_all();
     // A failed collective fails its stream: the next synchronize reports the HCCL message.

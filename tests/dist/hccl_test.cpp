@@ -311,6 +311,62 @@ TEST_CASE("use_hccl: collective ops on Ascend tensors run through HCCL on the de
              Contains("use_hccl: HCCL is already enabled for ascend:0, not ascend:0"));
 }
 
+TEST_CASE("use_hccl: all_reduce_start and all_reduce_wait on Ascend tensors run through HCCL on the device",
+          "[hccl]") {
+  Fx fx;
+  dist::use_hccl(emu());
+  AnyTensor a = ms::backend::to(host_values(R(), 5, DType::f32), kNpu);
+  AnyTensor b = ms::backend::to(host_values(R(), 3, DType::f32, 5), kNpu);  // elements 5, 6, 7
+  emu().synchronize_all();
+  ctl().ResetCounters();
+  const std::int64_t started = dist::hccl_async_started();
+  AnyTensor buf = dist::all_reduce_start({a, b}, ReduceOp::sum);
+  CHECK(buf.device() == kNpu);
+  CHECK(buf.shape() == Shape{8});
+  // Work queued on the compute stream meanwhile does not wait for the all-reduce.
+  AnyTensor c = ms::ops::mul(a, a);
+  AnyTensor y = dist::all_reduce_wait(buf);
+  emu().synchronize_all();
+  const msEmuCounters k = counters();
+  CHECK(dist::hccl_async_started() - started == 1);
+  CHECK(k.hccl_collectives == 1);
+  CHECK(k.d2h_copies == 0);
+  CHECK(k.h2d_copies == 0);
+  // The packed result: a's 5 values then b's 3 (elements 0..7), each summed over the ranks.
+  const auto got = to_doubles(y);
+  REQUIRE(got.size() == 8);
+  for (std::int64_t i = 0; i < 8; ++i) CHECK(got[static_cast<std::size_t>(i)] == reference(ReduceOp::sum, i));
+  const auto cc = to_doubles(c), av = to_doubles(a);
+  for (std::size_t i = 0; i < av.size(); ++i) CHECK(cc[i] == av[i] * av[i]);
+  // A second wait on the same buffer has nothing in flight: a typed error.
+  CHECK_THAT(thrown<dist::DistError>([&] { (void)dist::all_reduce_wait(buf); }), Contains("no all-reduce is in flight"));
+  if (W() < 2) return;
+  // The all-reduce runs beside the compute stream, not on it: rank 0 starts one, queues a
+  // kernel on its compute stream and synchronizes that stream while the other ranks have
+  // not started yet (they start only after the MPI barrier that rank 0 reaches afterwards).
+  // Were the all-reduce on the compute stream, that synchronize would wait for peers that
+  // wait for rank 0: the HCCL timeout would fail the test instead.
+  auto& checks = dist::detail::state().check_calls;
+  const std::int64_t saved = checks;
+  checks = 0;  // the call-signature check is itself a collective at the start
+  AnyTensor later;
+  if (R() == 0) {
+    AnyTensor buf2 = dist::all_reduce_start({a}, ReduceOp::max);
+    AnyTensor d = ms::ops::mul(a, a);
+    emu().synchronize(emu().eager_stream());
+    const auto dv = to_doubles(d), av2 = to_doubles(a);
+    for (std::size_t i = 0; i < av2.size(); ++i) CHECK(dv[i] == av2[i] * av2[i]);
+    dist::barrier();
+    later = dist::all_reduce_wait(buf2);
+  } else {
+    dist::barrier();
+    later = dist::all_reduce_wait(dist::all_reduce_start({a}, ReduceOp::max));
+  }
+  checks = saved;
+  const auto lv = to_doubles(later);
+  for (std::int64_t i = 0; i < 5; ++i) CHECK(lv[static_cast<std::size_t>(i)] == reference(ReduceOp::max, i));
+}
+
 TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduces its gradients there",
           "[hccl][train]") {
   Fx fx;
@@ -327,12 +383,13 @@ TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduce
     ref_opt.step(ms::autograd::grad(l, ref->parameters_any()));
     ref_loss.push_back(l.item());
   }
+  for (bool overlap : {false, true})
   for (bool capture : {false, true}) {
-    INFO((capture ? "captured" : "uncaptured") << " iteration");
+    INFO((capture ? "captured" : "uncaptured") << " iteration, " << (overlap ? "overlapped" : "after backward"));
     ms::manual_seed(static_cast<std::uint64_t>(31 + R()));  // different inits: DataParallel broadcasts rank 0's
     auto model = ms::nn::mlp(in, {8}, classes);
     // One bucket per parameter (each over 16 bytes): no concat or slice, every bucket one HCCL call.
-    dist::DataParallel dp(model, {.bucket_bytes = 16});
+    dist::DataParallel dp(model, {.bucket_bytes = 16, .overlap = overlap});
     ms::optim::Adam opt(model->parameters(), 1e-2);
     auto step = [&](const Tensor<float>& x, const Tensor<std::int64_t>& y) {
       Tensor<float> loss = ms::cross_entropy(dp(x), y);
@@ -348,14 +405,20 @@ TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduce
     const std::string dump = ex.dump();
     INFO(dump);
     CHECK(ex.num_host_nodes() == 0);
-    std::size_t reduces = 0;
-    for (std::size_t k = 0; k < ex.graph().nodes().size(); ++k)
-      if (ex.graph().nodes()[k].op == &dist::all_reduce_op) {
-        ++reduces;
-        CHECK(ex.placements()[k].engine == ms::backend::Engine::ai_core);
-        CHECK(ex.placements()[k].reason == "device kernel");
-      }
-    CHECK(reduces == dp.buckets().size() + 1);
+    std::size_t reduces = 0, starts = 0, waits = 0;
+    for (std::size_t k = 0; k < ex.graph().nodes().size(); ++k) {
+      const ms::ops::OpDef* op = ex.graph().nodes()[k].op;
+      if (op != &dist::all_reduce_op && op != &dist::all_reduce_start_op && op != &dist::all_reduce_wait_op) continue;
+      ++(op == &dist::all_reduce_op ? reduces : op == &dist::all_reduce_start_op ? starts : waits);
+      CHECK(ex.placements()[k].engine == ms::backend::Engine::ai_core);
+      CHECK(ex.placements()[k].reason == "device kernel");
+    }
+    // Overlapped: each bucket's all-reduce starts in backward and is waited for before the
+    // update (the loss's mean stays a blocking all_reduce); otherwise all are blocking.
+    CHECK(starts == (overlap ? dp.buckets().size() : 0));
+    CHECK(waits == starts);
+    CHECK(reduces + starts == dp.buckets().size() + 1);
+    const std::int64_t started_before = dist::hccl_async_started();
     std::vector<AnyTensor> xs, ys;
     for (int s = 1; s < steps; ++s) {
       Data l = local_part(global_batch(s, in, classes));
@@ -376,8 +439,11 @@ TEST_CASE("use_hccl: a data-parallel training step sunk on the device all-reduce
       CHECK(c.capture_replays == static_cast<std::uint64_t>(steps - 1));
       CHECK(c.hccl_collectives == 0);
     } else {
-      CHECK(c.hccl_collectives == static_cast<std::uint64_t>((steps - 1) * reduces));
+      CHECK(c.hccl_collectives == static_cast<std::uint64_t>((steps - 1) * (reduces + starts)));
     }
+    // The start kernels ran on the device (recorded once when captured, else once per step).
+    CHECK(dist::hccl_async_started() - started_before ==
+          static_cast<std::int64_t>(captured ? starts : (steps - 1) * starts));
     CHECK(c.h2d_copies == 2);  // the sink's inputs, once
     CHECK(c.d2h_copies == 1);  // its losses, once: no gradient went through the host
     REQUIRE(r.outputs[0].shape() == Shape{steps - 1});

@@ -102,6 +102,9 @@ class Backend {
   /// Enqueues one replay of `model` on `s`.
   virtual void replay(void*, const Stream&) { MS_THROW(BackendError, "{}: stream capture is not supported", name()); }
   virtual void destroy_model(void*) noexcept {}
+  /// True between capture_begin(s) and capture_end(s): work queued on `s` is recorded, not
+  /// run (a kernel that would otherwise order itself with events on other streams keeps to `s`).
+  virtual bool capturing(const Stream&) const { return false; }
 
   // ---- ops, per engine
   // A backend offers one or more engines (on Ascend: AI Core, and AI CPU when the runtime has

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../backend/backend.hpp"
 #include "ops.hpp"
 
 namespace ms::dist {
@@ -179,15 +180,17 @@ inline const ops::OpDef& all_reduce_wait_op = ops::registry().add([] {
   return d;
 }());
 
-/// Packs `xs` (flattened, in order; one dtype, on the cpu) into one 1-d buffer and starts
+/// Packs `xs` (flattened, in order; one dtype, on the cpu or, after use_hccl, on that
+/// Ascend device, where it runs on a communication stream) into one 1-d buffer and starts
 /// an all-reduce of it over the group without waiting; returns the buffer, to be passed to
 /// all_reduce_wait() once the result is needed. Between the two, ops that run on this
 /// thread (a backward pass, a graph replay) let it progress.
 inline AnyTensor all_reduce_start(std::span<const AnyTensor> xs, ReduceOp op = ReduceOp::sum,
                                   const Group& g = world()) {
   for (const AnyTensor& x : xs)
-    MS_CHECK(!x.defined() || x.device().is_cpu(), DeviceError,
-             "all_reduce_start: the tensors must be on the cpu, got {}", x.device());
+    MS_CHECK(!x.defined() || x.device().is_cpu() || backend::find_device_kernel(all_reduce_start_op, x.device().type),
+             DeviceError, "all_reduce_start: the tensors must be on the cpu, or on a device whose collectives run "
+             "there (ms::dist::use_hccl for ascend), got {}", x.device());
   return ops::call1(all_reduce_start_op, xs, ops::Attrs{{"op", std::string(reduce_op_name(op))}, {"group", g.id()}});
 }
 inline AnyTensor all_reduce_start(std::initializer_list<AnyTensor> xs, ReduceOp op = ReduceOp::sum,

@@ -52,7 +52,9 @@ struct DataParallelOptions {
   /// MPI_Iallreduce) as soon as backward has produced the last gradient of the bucket, and
   /// reduce_gradients() / sync_gradients() only wait for it. Applies to the backward that
   /// follows a forward through DataParallel::operator(), eager or captured, with parameters
-  /// on the cpu (not after use_hccl()). false: every bucket is all-reduced after backward.
+  /// on the cpu or (after use_hccl()) on the Ascend device, where the all-reduces run on a
+  /// communication stream beside backward's kernels, also in a step compiled for the device.
+  /// false: every bucket is all-reduced after backward.
   bool overlap = true;
 };
 
@@ -90,11 +92,12 @@ class DataParallel {
     return (*module_)(x);
   }
   /// True when the next backward will start bucket all-reduces as it goes (overlap on, the
-  /// parameters on the cpu, no device collectives).
+  /// parameters on the cpu, or on a device whose collectives run there: use_hccl).
   bool overlapping() const {
-    if (!opt_.overlap || detail::state().device_collectives) return false;
+    if (!opt_.overlap) return false;
     return std::all_of(params_.begin(), params_.end(), [](const AnyTensor& p) {
-      return p.device().is_cpu() && p.requires_grad() && (p.dtype() == DType::f32 || p.dtype() == DType::f64);
+      return p.requires_grad() && (p.dtype() == DType::f32 || p.dtype() == DType::f64) &&
+             (p.device().is_cpu() || backend::find_device_kernel(all_reduce_start_op, p.device().type));
     });
   }
   /// Makes the next backward start the buckets' all-reduces (done by operator()): waits

@@ -4,6 +4,10 @@
 // on a device stream and never copy to the host; and use_hccl(), which makes the registered
 // collective ops (dist/ops.hpp) run through HCCL on Ascend tensors, eagerly and in graphs
 // compiled for the device (DeviceExecutable, run_sunk), by registering their device kernels.
+// The non-blocking pair all_reduce_start / all_reduce_wait (async_ops.hpp) runs on a
+// communication stream of its own: the start packs the bucket on the compute stream, the
+// all-reduce waits for that (an event) and runs on the communication stream while the
+// compute stream goes on with backward; the wait makes the compute stream wait for it.
 // Must not know about modules or MPI calls beyond comm.hpp's buffer collectives.
 //
 //   ms::dist::Context ctx(&argc, &argv);
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "../backend/ascend/hccl_comm.hpp"
+#include "async_ops.hpp"
 #include "ops.hpp"
 
 namespace ms::dist {
@@ -120,6 +125,16 @@ struct HcclOps {
   backend::ascend::AscendBackend* be = nullptr;
   const backend::ascend::HcclApi* api = nullptr;
   std::map<std::int64_t, std::unique_ptr<HcclGroup>> groups;
+  /// The non-blocking all-reduces: the stream they run on, and per buffer in flight the
+  /// events that order it (packed -> all-reduce on comm, all-reduce done -> the wait).
+  backend::Stream comm;
+  struct InFlight {
+    backend::Event packed, done;
+    bool pending = false;
+    bool in_stream = false;  ///< run on the compute stream itself (a stream being captured)
+  };
+  std::map<const void*, InFlight> in_flight;
+  std::int64_t async_started = 0;  ///< all_reduce_start kernels run on the device
 };
 inline HcclOps& hccl_ops() {
   static auto* s = new HcclOps();  // communicators live until exit, like the backend
@@ -183,10 +198,80 @@ inline void hccl_reduce_scatter_kernel(const backend::DeviceKernelArgs& k) {
                       k.stream);
 }
 
+/// all_reduce_start on the device: packs the inputs into the buffer on the compute stream,
+/// then all-reduces the buffer in place on the communication stream once the packing is done.
+inline void hccl_all_reduce_start_kernel(const backend::DeviceKernelArgs& k) {
+  const AnyTensor& buf = k.out[0];
+  const Group g = group_of(k.attrs);
+  const ReduceOp op = reduce_of(k.attrs);
+  auto* dst = static_cast<char*>(buf.raw_data());
+  for (const AnyTensor& t : k.in) {
+    MS_CHECK(t.is_contiguous(), ValueError, "{}: HCCL needs contiguous tensors on {}, got a view {} {}", k.op.name,
+             k.backend.device(), shape_str(t.shape()), t.dtype());
+    if (t.nbytes() > 0) k.backend.copy_on_device_async(dst, t.raw_data(), t.nbytes(), k.stream);
+    dst += t.nbytes();
+  }
+  check_same_call("all_reduce_start", static_cast<std::int64_t>(op), g, TensorMeta{buf.dtype(), buf.shape()});
+  auto& comm = hccl_comm_for(g, k.backend, "all_reduce_start");
+  HcclOps& s = hccl_ops();
+  std::lock_guard lk(s.mu);
+  HcclOps::InFlight& f = s.in_flight[buf.raw_data()];
+  MS_CHECK(!f.pending, DistError,
+           "all_reduce_start: rank {}: the buffer of an all-reduce still in flight is started again (each start "
+           "needs its wait first)",
+           rank());
+  if (k.backend.capturing(k.stream)) {  // a captured step: recorded in order on its one stream
+    f.pending = true;
+    ++s.async_started;
+    if (buf.numel() > 0)
+      comm.all_reduce(buf.raw_data(), buf.raw_data(), buf.numel(), buf.dtype(), hccl_reduce(op), k.stream);
+    f.in_stream = true;
+    return;
+  }
+  f.in_stream = false;
+  if (!s.comm) s.comm = k.backend.create_stream();
+  if (!f.packed) {
+    f.packed = k.backend.create_event();
+    f.done = k.backend.create_event();
+  }
+  f.pending = true;
+  ++s.async_started;
+  k.backend.record(f.packed, k.stream);
+  k.backend.wait(s.comm, f.packed);
+  if (buf.numel() > 0) comm.all_reduce(buf.raw_data(), buf.raw_data(), buf.numel(), buf.dtype(), hccl_reduce(op), s.comm);
+  k.backend.record(f.done, s.comm);
+}
+
+/// all_reduce_wait on the device: the compute stream waits for the all-reduce of its buffer.
+inline void hccl_all_reduce_wait_kernel(const backend::DeviceKernelArgs& k) {
+  const AnyTensor& buf = k.in[0];
+  HcclOps& s = hccl_ops();
+  {
+    std::lock_guard lk(s.mu);
+    auto it = s.in_flight.find(buf.raw_data());
+    MS_CHECK(it != s.in_flight.end() && it->second.pending, DistError,
+             "all_reduce_wait: rank {}: no all-reduce is in flight on this {} {} buffer on {} (wait on the output of "
+             "all_reduce_start, once)",
+             rank(), shape_str(buf.shape()), buf.dtype(), k.backend.device());
+    it->second.pending = false;
+    if (!it->second.in_stream) k.backend.wait(k.stream, it->second.done);
+  }
+  if (buf.nbytes() > 0 && k.out[0].raw_data() != buf.raw_data())
+    k.backend.copy_on_device_async(k.out[0].raw_data(), buf.raw_data(), buf.nbytes(), k.stream);
+}
+
 }  // namespace detail
 
-/// Makes all_reduce, broadcast, all_gather and reduce_scatter on tensors of `be`'s device run
-/// through HCCL on the device stream, eagerly and in graphs compiled for that device (a
+/// all_reduce_start kernels that ran on the device through HCCL since the process started.
+inline std::int64_t hccl_async_started() {
+  detail::HcclOps& s = detail::hccl_ops();
+  std::lock_guard lk(s.mu);
+  return s.async_started;
+}
+
+/// Makes all_reduce, broadcast, all_gather, reduce_scatter and the non-blocking
+/// all_reduce_start / all_reduce_wait on tensors of `be`'s device run through HCCL on the
+/// device (the non-blocking pair on a communication stream of its own), eagerly and in graphs compiled for that device (a
 /// captured training step replayed by run_sunk): it registers their device kernels. dtypes
 /// that HCCL does not handle (all_reduce of float64 or int64, say) keep the host path (the
 /// tensor copied down, MPI, copied up). Call it on every rank, once, before the first
@@ -223,6 +308,18 @@ inline void use_hccl(backend::ascend::AscendBackend& be = backend::ascend::ascen
                                   meta_ok([](const ops::TensorMeta& m, const ops::Attrs&) { return detail::hccl_moves(m); }));
   backend::register_device_kernel(all_gather_op, DeviceType::ascend, &detail::hccl_all_gather_kernel,
                                   meta_ok([](const ops::TensorMeta& m, const ops::Attrs&) { return detail::hccl_moves(m); }));
+  auto all_hccl = [](const backend::Backend&, std::span<const ops::TensorMeta> in, const ops::Attrs& a) {
+    if (in.empty()) return false;
+    for (const ops::TensorMeta& m : in)
+      if (m.dtype != in[0].dtype || !detail::hccl_reduces(m, detail::reduce_of(a))) return false;
+    return true;
+  };
+  backend::register_device_kernel(all_reduce_start_op, DeviceType::ascend, &detail::hccl_all_reduce_start_kernel,
+                                  all_hccl);
+  backend::register_device_kernel(all_reduce_wait_op, DeviceType::ascend, &detail::hccl_all_reduce_wait_kernel,
+                                  [](const backend::Backend&, std::span<const ops::TensorMeta> in, const ops::Attrs&) {
+                                    return in.size() == 1 && backend::ascend::kHcclReduceTypes.contains(in[0].dtype);
+                                  });
   // The world's communicator now, while every rank is here (other groups: on first use).
   (void)detail::hccl_comm_for(world(), be, "use_hccl");
 }

@@ -237,12 +237,22 @@ class AscendBackend final : public Backend {
     MS_CHECK(api_.has_capture(), BackendError, "aclmdlRICaptureBegin: not found in the AscendCL libraries ({}) or "
              "not supported on {}", api_.libraries, api_.soc.name);
     acl_check(api_, api_.aclmdlRICaptureBegin(s.raw(), ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), "aclmdlRICaptureBegin");
+    std::lock_guard lk(capture_mu_);
+    capturing_.insert(s.raw());
   }
   void* capture_end(const Stream& s) override {
     enter();
+    {
+      std::lock_guard lk(capture_mu_);
+      capturing_.erase(s.raw());
+    }
     aclmdlRI model = nullptr;
     acl_check(api_, api_.aclmdlRICaptureEnd(s.raw(), &model), "aclmdlRICaptureEnd");
     return model;
+  }
+  bool capturing(const Stream& s) const override {
+    std::lock_guard lk(capture_mu_);
+    return capturing_.count(s.raw()) > 0;
   }
   void replay(void* model, const Stream& s) override {
     enter();
@@ -431,6 +441,8 @@ class AscendBackend final : public Backend {
   mutable std::mutex mu_;
   std::map<aclrtStream, std::vector<PendingToHost>> to_host_;
   mutable std::once_flag capture_note_;
+  mutable std::mutex capture_mu_;
+  std::set<void*> capturing_;  ///< streams between capture_begin and capture_end
   std::set<std::string> warned_;
   std::mutex timing_mu_;
   std::pair<Event, Event> timing_;
