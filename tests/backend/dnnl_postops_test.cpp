@@ -258,4 +258,44 @@ TEST_CASE("dnnl post-ops: gradients of a captured training step match eager", "[
   }
 }
 
+TEST_CASE("dnnl post-ops: chains on one GEMM shape get primitives of their own", "[graph][dnnl]") {
+  Tensor<float> w = ms_test::random_floats({16, 12}, 60, -0.5f, 0.5f), b = ms_test::random_floats({16}, 61);
+  Tensor<float> x = ms_test::random_floats({9, 12}, 62);
+  using F = std::function<Tensor<float>(const Tensor<float>&)>;
+  const std::vector<F> fs = {
+      [](const Tensor<float>& v) { return ms::relu(v); },
+      [](const Tensor<float>& v) { return ms::sigmoid(v); },
+      [](const Tensor<float>& v) { return ms::relu(v) * 2.0f; },
+      [](const Tensor<float>& v) { return ms::relu(v) * 3.0f; },
+  };
+  std::vector<backend::Executable> exes;
+  for (const F& f : fs) exes.push_back(compile_fn([&](const Tensor<float>& xx) { return f(ms::linear(xx, w, b)); }, x));
+  for (int round = 0; round < 2; ++round)
+    for (std::size_t i = 0; i < fs.size(); ++i) {
+      INFO("chain " << i << ", round " << round);
+      CHECK(max_diff(exes[i].run({x})[0], fs[i](ms::linear(x, w, b))) < kTol);
+    }
+}
+
+TEST_CASE("dnnl post-ops: transposed and sliced operands", "[graph][dnnl]") {
+  // w^T stored as (in, out): linear reads it column-major; x a column slice of a wider matrix.
+  Tensor<float> wt = ms_test::random_floats({12, 16}, 70, -0.5f, 0.5f), b = ms_test::random_floats({16}, 71);
+  Tensor<float> wide = ms_test::random_floats({9, 20}, 72);
+  Tensor<float> c = ms_test::random_floats({16}, 73);
+  auto fn = [&](const Tensor<float>& xw) {
+    Tensor<float> x = ms::ops::slice(xw, 1, 4, 16);
+    return ms::tanh(ms::linear(x, wt.t(), b)) - c;
+  };
+  backend::Executable exe = compile_fn(fn, wide);
+  const std::uint64_t before = ms::dnnl_postop_runs();
+  ms::AnyTensor y = exe.run({wide})[0];
+  CHECK(max_diff(y, fn(wide)) < kTol);
+  Tensor<float> x = ms::ops::detail::contiguous_raw(ms::ops::slice(wide, 1, 4, 16));
+  Tensor<float> w = ms::ops::detail::contiguous_raw(wt.t());
+  const auto vc = ms_test::values(c);
+  auto ref = linear_ref(x, w, &b, [&](double v, auto, std::int64_t j) { return std::tanh(v) - vc[static_cast<std::size_t>(j)]; });
+  CHECK(max_diff_ref(y, ref) < kTol);
+  if (on_dnnl()) CHECK(ms::dnnl_postop_runs() == before + 1);
+}
+
 }  // namespace dnnl_postops_test
