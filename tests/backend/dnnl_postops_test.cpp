@@ -296,6 +296,13 @@ TEST_CASE("dnnl post-ops: transposed and sliced operands", "[graph][dnnl]") {
   auto ref = linear_ref(x, w, &b, [&](double v, auto, std::int64_t j) { return std::tanh(v) - vc[static_cast<std::size_t>(j)]; });
   CHECK(max_diff_ref(y, ref) < kTol);
   if (on_dnnl()) CHECK(ms::dnnl_postop_runs() == before + 1);
+  // A row given as an expanded view (stride 0) runs as before, with the same values.
+  Tensor<float> one = ms_test::random_floats({1}, 74);
+  auto fe = [&](const Tensor<float>& xx, const Tensor<float>& o) {
+    return ms::relu(ms::linear(xx, wt.t(), b)) * Tensor<float>(ms::ops::expand(o, {16}));
+  };
+  backend::Executable exe2 = compile_fn(fe, x, one);
+  CHECK(max_diff(exe2.run({x, one})[0], fe(x, one)) < kTol);
 }
 
 }  // namespace dnnl_postops_test

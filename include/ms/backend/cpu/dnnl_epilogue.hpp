@@ -219,7 +219,10 @@ inline bool binary_operand(const AnyTensor& t, const Shape& os, std::int64_t M, 
     lead_ones = lead_ones && t.shape()[i] == 1;
     lead_full = lead_full && t.shape()[i] == os[R - r + i];
   }
-  if (row && lead_ones) return d[0] = 1, d[1] = N, s[0] = N * t.strides()[r - 1], s[1] = t.strides()[r - 1], true;
+  if (row && lead_ones) {  // an expanded row (stride 0) is left to the program
+    const std::int64_t st = t.strides()[r - 1];
+    return st >= 1 && (d[0] = 1, d[1] = N, s[0] = N * st, s[1] = st, true);
+  }
   if (!lead_full) return false;
   std::int64_t rows = 0, cols = 0;
   ops::detail::DnnlMatrix m{};
