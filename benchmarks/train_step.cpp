@@ -11,6 +11,10 @@
 //
 //   ms_captured_<model>_bf16gemm           the captured step with float32 GEMMs at bfloat16 precision
 //                                          (ms::GemmPrecision::bf16), beside its own GEMM floor
+//   ms_captured_mlp_no_postops             the captured step with its GEMM epilogues run after the
+//                                          GEMM (MS_DNNL_POSTOPS=0) instead of as oneDNN post-ops;
+//                                          postops_per_step counts the fused nodes that ran as one
+//                                          primitive
 //
 // Targets: captured MLP step at batch 64 <= 0.4x LibTorch and <= 1.3x its GEMM floor,
 // at batch 256 <= 0.5x LibTorch; captured LeNet at batch 64 <= 0.4x LibTorch; 2 threads
@@ -18,6 +22,7 @@
 // The captured MLP also reports its arena (planned peak) and the planner's lower
 // bound, in KiB.
 
+#include <algorithm>
 #include <memory>
 
 #include <ms/ms.hpp>
@@ -54,6 +59,7 @@ void ms_step(benchmark::State& state, Model which, bool captured) {
   auto jitted = ms::jit(step);
   auto run = [&] { return captured ? jitted(x, y) : step(x, y); };
   run();  // the trace (captured) or a warm-up step (eager)
+  const std::uint64_t postops0 = ms::dnnl_postop_runs();
   for (auto _ : state) {
     ms::Tensor<float> loss = run();
     benchmark::DoNotOptimize(loss.raw_data());
@@ -64,6 +70,8 @@ void ms_step(benchmark::State& state, Model which, bool captured) {
     state.counters["arena_KiB"] = static_cast<double>(plan.peak) / 1024.0;
     state.counters["lower_bound_KiB"] = static_cast<double>(plan.lower_bound) / 1024.0;
     state.counters["nodes"] = static_cast<double>(jitted.executable()->graph().num_nodes());
+    state.counters["postops_per_step"] = static_cast<double>(ms::dnnl_postop_runs() - postops0) /
+                                         static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
   }
   ms::set_num_threads(saved_threads);
 }
@@ -76,6 +84,11 @@ void ms_step_bf16_gemm(benchmark::State& s, Model which) {
 }
 
 void ms_captured_mlp(benchmark::State& s) { ms_step(s, Model::mlp, true); }
+void ms_captured_mlp_no_postops(benchmark::State& s) {
+  const bool saved = ms::set_dnnl_postops(false);
+  ms_step(s, Model::mlp, true);
+  ms::set_dnnl_postops(saved);
+}
 void ms_captured_mlp_bf16gemm(benchmark::State& s) { ms_step_bf16_gemm(s, Model::mlp); }
 void ms_captured_lenet_bf16gemm(benchmark::State& s) { ms_step_bf16_gemm(s, Model::lenet); }
 void ms_eager_mlp(benchmark::State& s) { ms_step(s, Model::mlp, false); }
@@ -142,6 +155,7 @@ BENCHMARK(gemm_floor_mlp_dnnl)->Apply(mlp_args);
 BENCHMARK(gemm_floor_mlp_blas)->Apply(mlp_args);
 BENCHMARK(gemm_floor_mlp_eigen)->Apply(mlp_args);
 BENCHMARK(ms_captured_mlp)->Apply(mlp_args);
+BENCHMARK(ms_captured_mlp_no_postops)->Apply(mlp_args);
 BENCHMARK(ms_eager_mlp)->Apply(mlp_args);
 BENCHMARK(ms_captured_lenet)->Apply(lenet_args);
 BENCHMARK(ms_eager_lenet)->Apply(lenet_args);

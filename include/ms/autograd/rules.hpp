@@ -79,7 +79,9 @@ MS_REGISTRATION(const std::vector<Row> table, {
   {&sigmoid_op,    [](const GradArgs& a) -> Grads { return {mul(g0(a), mul(y0(a), sub(1.0, y0(a))))}; }, nullptr},
   {&erf_op,        [](const GradArgs& a) -> Grads {
                    return {mul(g0(a), mul(exp(neg(square(x0(a)))), 1.1283791670955126))}; }, nullptr},
-  {&relu_op,       [](const GradArgs& a) -> Grads { return {mask(gt(x0(a), 0.0), g0(a))}; }, nullptr},
+  // From the output (y > 0 exactly where x > 0): the pre-activation is then not kept for the
+  // backward pass, so a captured linear + relu fuses into one GEMM with a relu epilogue.
+  {&relu_op,       [](const GradArgs& a) -> Grads { return {mask(gt(y0(a), 0.0), g0(a))}; }, nullptr},
   {&gelu_op,       [](const GradArgs& a) -> Grads {
                    AnyTensor x = x0(a);
                    AnyTensor cdf = mul(add(erf(mul(x, 0.70710678118654752440)), 1.0), 0.5);

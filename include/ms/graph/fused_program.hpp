@@ -23,6 +23,17 @@ struct FusedInstr {
   double params[ops::kMaxElementwiseParams + ops::kAffineParams] = {};
 };
 
+/// One step of a GEMM epilogue as a post-op of the GEMM itself (planned by a backend, see
+/// backend/cpu/dnnl_epilogue.hpp): the running value v becomes f(v) (eltwise: the backend's
+/// algorithm `alg` with alpha, beta) or v op t (binary: t is the fused node's input `input`).
+struct EpiloguePostOp {
+  enum class Kind : std::uint8_t { eltwise, binary };
+  Kind kind = Kind::eltwise;
+  int alg = 0;
+  float alpha = 0, beta = 0;
+  int input = -1;
+};
+
 /// The compiled body of a fused node: an elementwise program, optionally preceded by a
 /// producer op whose result the program consumes in place (a GEMM epilogue: matmul or
 /// linear, then bias/activation), or followed by a reduction of the program's result over
@@ -61,6 +72,11 @@ struct FusedProgram {
   /// graph it was compiled for; anything else runs the instruction list).
   ops::BlockFn compiled = nullptr;
   std::uint64_t compiled_scalars = 0;
+
+  /// Set by the CPU backend where the whole epilogue is a straight chain of post-ops that
+  /// the GEMM library applies to each result as it is written (a fused node stays one oneDNN
+  /// primitive); empty where the program runs after the producer as above.
+  std::vector<EpiloguePostOp> post_ops;
 
   /// An elementwise program alone (no GEMM producer, no reduction): it reads each input
   /// element at the output element's index, so it may write over an input it reads.

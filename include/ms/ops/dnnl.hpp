@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -287,8 +288,9 @@ struct DnnlPrimitive {
   }
 };
 
-/// Everything that shapes a primitive: its kind, then its dimensions and attributes.
-using DnnlKey = std::array<std::int64_t, 20>;
+/// Everything that shapes a primitive: its kind, then its dimensions and attributes (a
+/// matmul with a post-op chain, backend/cpu/dnnl_epilogue.hpp, needs the most slots).
+using DnnlKey = std::array<std::int64_t, 64>;
 
 /// The bounded, least-recently-used cache of primitives, shared by all threads. Entries are
 /// shared_ptrs, so a primitive evicted while another thread executes it stays alive.
@@ -420,14 +422,17 @@ struct DnnlArg {
 };
 
 /// Executes `p` on this thread's stream with the given arguments (plain layouts wrapping
-/// ms's buffers, no copies) and a scratchpad from ms's host allocator; waits for it.
-/// `shapes()` describes the operands for an error message: called only on failure.
-template <std::size_t N, class Shapes>
-void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, std::string_view op, const Shapes& shapes) {
+/// ms's buffers, no copies; at most kDnnlMaxArgs) and a scratchpad from ms's host allocator;
+/// waits for it. `shapes()` describes the operands for an error message: called only on failure.
+inline constexpr std::size_t kDnnlMaxArgs = 24;
+template <class Shapes>
+void dnnl_execute(const DnnlPrimitive& p, std::span<const DnnlArg> args, std::string_view op, const Shapes& shapes) {
+  MS_CHECK(args.size() < kDnnlMaxArgs, BackendError, "{}: {} oneDNN arguments, at most {}", op, args.size(),
+           kDnnlMaxArgs - 1);
   sync_dnnl_threads();
   const dnnl_engine_t eng = dnnl_engine();
-  std::array<dnnl_memory_t, N + 1> mem{};
-  std::array<dnnl_exec_arg_t, N + 1> exec{};
+  std::array<dnnl_memory_t, kDnnlMaxArgs> mem{};
+  std::array<dnnl_exec_arg_t, kDnnlMaxArgs> exec{};
   Allocator& alloc = CachingHostAllocator::instance();
   void* scratch = p.scratch_bytes ? alloc.allocate(p.scratch_bytes) : nullptr;
   int n = 0;
@@ -445,6 +450,10 @@ void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, st
   for (int i = 0; i < n; ++i) dnnl_memory_destroy(mem[static_cast<std::size_t>(i)]);
   if (scratch) alloc.deallocate(scratch, p.scratch_bytes);
   if (st != dnnl_success) dnnl_check(st, op, "execution", shapes());
+}
+template <std::size_t N, class Shapes>
+void dnnl_execute(const DnnlPrimitive& p, const std::array<DnnlArg, N>& args, std::string_view op, const Shapes& shapes) {
+  dnnl_execute(p, std::span<const DnnlArg>(args.data(), N), op, shapes);
 }
 
 /// A plain (dense, row-major) memory descriptor of the given dims, format tag and data type.
@@ -478,7 +487,7 @@ inline dnnl_memory_desc_t dnnl_matrix_md(std::int64_t rows, std::int64_t cols, c
 }
 
 /// Cache keys of the primitives below (after the convolution passes 0..2).
-inline constexpr std::int64_t kDnnlMatmulKey = 16, kDnnlReorderKey = 17;
+inline constexpr std::int64_t kDnnlMatmulKey = 16, kDnnlReorderKey = 17, kDnnlMatmulPostOpsKey = 18;
 
 /// c (M x N, row-major, ldc = N, type c_dt) = a @ b, or += when accumulate (a sum post-op),
 /// with a cached oneDNN matmul primitive. oneDNN sums bfloat16 products in float32.

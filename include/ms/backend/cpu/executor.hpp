@@ -287,6 +287,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
   ex.graph_ = std::move(g);
   graph::Graph& G = ex.graph_;
   if (opt.codegen) ex.codegen_kernels_ = generate_fused_kernels(G);
+  cpu::plan_dnnl_epilogues(G);  // GEMM epilogues as oneDNN post-ops where they can be
   const std::size_t nv = G.values().size();
   ex.current_.assign(nv, AnyTensor());
   ex.readers_.assign(nv, {});

@@ -14,6 +14,7 @@
 #include "../../core/parallel.hpp"
 #include "../../graph/fused_program.hpp"
 #include "../../ops/elementwise.hpp"
+#include "dnnl_epilogue.hpp"
 
 namespace ms::backend::cpu {
 
@@ -278,8 +279,10 @@ class FusedEval {
   const graph::FusedProgram& p_;
 };
 
-/// Evaluates fused program `p` on a node's inputs into its output buffer.
+/// Evaluates fused program `p` on a node's inputs into its output buffer: a GEMM epilogue
+/// planned as oneDNN post-ops runs as one primitive (dnnl_epilogue.hpp), anything else here.
 inline void run_fused(const graph::FusedProgram& p, std::span<const AnyTensor> in, const AnyTensor& out) {
+  if (!p.post_ops.empty() && run_dnnl_epilogue(p, in, out)) return;
   FusedEval(p).run(in, out);
 }
 
