@@ -10,6 +10,7 @@
 #include <limits>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -278,6 +279,20 @@ TEST_CASE("passes: simplify shortens reshape chains and removes identity reshape
     CHECK(g.num_nodes() == 2);
     check_against_eager(std::move(g), random_floats({5}, 23), fn);
   }
+}
+
+TEST_CASE("passes: simplify's rewrites are rows keyed by registered op handles", "[graph]") {
+  const auto& rows = graph::simplify_rules();
+  std::set<std::string> ops_with_rows;
+  for (const auto& row : rows) {
+    REQUIRE(row.op != nullptr);
+    INFO(row.op->name);
+    CHECK(&ops::registry().get(row.op->name) == row.op);  // the registered op, not a copy
+    CHECK(std::string(row.pattern).find("->") != std::string::npos);
+    CHECK(row.rule != nullptr);
+    ops_with_rows.insert(row.op->name);
+  }
+  CHECK(ops_with_rows == std::set<std::string>{"mul", "div", "add", "sub", "cast", "reshape", "permute"});
 }
 
 TEST_CASE("passes: fusion turns tanh(x*0.5+0.1)*1.5 - x/(1+exp(x)) into one fused node", "[graph]") {

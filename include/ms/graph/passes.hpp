@@ -131,67 +131,117 @@ inline bool const_all_equal(const Graph& g, ValueId v, double x) {
 }
 }  // namespace detail
 
-/// Algebraic simplification: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x, x-0 (for integers any zero;
-/// x + 0.0 is not x for x = -0.0) (when no broadcast changes the
-/// shape), permute of permute (composed; identity removed), reshape of reshape, reshape to
-/// the same shape, cast to the same dtype. Returns the number of rewrites.
+namespace detail {
+/// What a simplify rule works on: node i of g; forward(to) replaces the node's output by
+/// value `to` (same dtype and shape) and removes the node; reroute(k, to) makes input k read
+/// `to` instead (the node stays, rewritten).
+struct Rewrite {
+  Graph& g;
+  std::size_t i;
+  int& rewrites;
+  Node& node() { return g.nodes()[i]; }
+  const ops::TensorMeta& out_meta() { return g.value(node().outputs[0]).meta; }
+  bool forward(ValueId to) {
+    const ValueId out = node().outputs[0];
+    if (!(g.value(to).meta == g.value(out).meta)) return false;
+    g.replace_uses(out, to);
+    g.kill(i);
+    ++rewrites;
+    return true;
+  }
+  void reroute(std::size_t k, ValueId to) {
+    Node& n = node();
+    g.value(n.inputs[k]).uses--;
+    n.inputs[k] = to;
+    g.value(to).uses++;
+    ++rewrites;
+  }
+  /// The node producing input k when it is a live node running `op`, else null.
+  const Node* input_from(std::size_t k, const ops::OpDef& op) {
+    const Value& src = g.value(node().inputs[k]);
+    if (src.kind != ValueKind::node) return nullptr;
+    const Node& p = g.nodes()[static_cast<std::size_t>(src.producer)];
+    return p.op == &op ? &p : nullptr;
+  }
+};
+
+/// One row of simplify's table: the op it applies to, the rewrite as a pattern (for
+/// docs and reports), and the rule; true when it rewrote the node.
+struct SimplifyRow {
+  const ops::OpDef* op;
+  const char* pattern;
+  bool (*rule)(Rewrite&);
+};
+
+/// x op e -> x (and e op x -> x for the commutative ones) where constant e is op's identity
+/// in every element and no broadcast changes the shape.
+template <double Ident, bool Commutes>
+bool drop_identity_operand(Rewrite& r) {
+  const double ident = Ident == 0.0 && r.node().op == &ops::add_op && is_floating(r.out_meta().dtype) ? -0.0 : Ident;
+  if (const_all_equal(r.g, r.node().inputs[1], ident) && r.forward(r.node().inputs[0])) return true;
+  return Commutes && const_all_equal(r.g, r.node().inputs[0], ident) && r.forward(r.node().inputs[1]);
+}
+inline bool drop_same_dtype_cast(Rewrite& r) {
+  return r.g.value(r.node().inputs[0]).meta.dtype == r.out_meta().dtype && r.forward(r.node().inputs[0]);
+}
+inline bool simplify_reshape(Rewrite& r) {
+  if (r.g.value(r.node().inputs[0]).meta.shape == r.out_meta().shape && r.forward(r.node().inputs[0])) return true;
+  const Node* inner = r.input_from(0, ops::reshape_op);
+  if (!inner) return false;
+  const ValueId base = inner->inputs[0];
+  r.reroute(0, base);
+  if (r.g.value(base).meta.shape == r.out_meta().shape) r.forward(base);  // back to the original shape
+  return true;
+}
+inline bool simplify_permute(Rewrite& r) {
+  auto is_identity = [](const ops::IntList& p) {
+    const int rank = static_cast<int>(p.size());
+    for (int k = 0; k < rank; ++k)
+      if (normalize_axis(p[static_cast<std::size_t>(k)], rank, "permute") != k) return false;
+    return true;
+  };
+  const ops::IntList p = r.node().attrs.ints("perm");
+  if (is_identity(p) && r.forward(r.node().inputs[0])) return true;
+  const Node* inner = r.input_from(0, ops::permute_op);
+  if (!inner) return false;
+  const ops::IntList& q = inner->attrs.ints("perm");
+  const int rank = static_cast<int>(p.size());
+  ops::IntList composed(p.size());
+  for (int k = 0; k < rank; ++k) composed[static_cast<std::size_t>(k)] = q[static_cast<std::size_t>(normalize_axis(p[static_cast<std::size_t>(k)], rank, "permute"))];
+  r.reroute(0, inner->inputs[0]);
+  r.node().attrs.set("perm", composed);
+  if (is_identity(composed)) r.forward(r.node().inputs[0]);
+  return true;
+}
+}  // namespace detail
+
+/// simplify's rewrites, one row each, keyed by op handle (several rows may share an op:
+/// they are tried in order until one rewrites the node).
+inline const std::vector<detail::SimplifyRow>& simplify_rules() {
+  static const std::vector<detail::SimplifyRow> rows{
+      {&ops::mul_op, "x * 1 -> x, 1 * x -> x", &detail::drop_identity_operand<1.0, true>},
+      {&ops::div_op, "x / 1 -> x", &detail::drop_identity_operand<1.0, false>},
+      // x + 0.0 is not x for x = -0.0: for floats only -0.0 is the identity of add.
+      {&ops::add_op, "x + (-0.0) -> x, (-0.0) + x -> x (integers: 0)", &detail::drop_identity_operand<0.0, true>},
+      {&ops::sub_op, "x - 0 -> x", &detail::drop_identity_operand<0.0, false>},
+      {&ops::cast_op, "cast(x, dtype of x) -> x", &detail::drop_same_dtype_cast},
+      {&ops::reshape_op, "reshape(x, shape of x) -> x, reshape(reshape(x)) -> reshape(x)", &detail::simplify_reshape},
+      {&ops::permute_op, "permute(x, identity) -> x, permute(permute(x, q), p) -> permute(x, q o p)",
+       &detail::simplify_permute},
+  };
+  return rows;
+}
+
+/// Algebraic simplification by the rows of simplify_rules(). Returns the number of rewrites.
 inline int simplify(Graph& g) {
   int rewrites = 0;
-  auto& nodes = g.nodes();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Node& n = nodes[i];
+  const auto& rows = simplify_rules();
+  for (std::size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
     if (n.dead || n.fused) continue;
-    const ops::OpDef* op = n.op;
-    ValueId out = n.outputs[0];
-    const ops::TensorMeta& om = g.value(out).meta;
-    auto forward = [&](ValueId to) {
-      if (!(g.value(to).meta == om)) return false;
-      g.replace_uses(out, to);
-      g.kill(i);
-      ++rewrites;
-      return true;
-    };
-    const bool mul = op == &ops::mul_op, add = op == &ops::add_op, div = op == &ops::div_op;
-    if (mul || add || div || op == &ops::sub_op) {
-      double ident = (mul || div) ? 1.0 : (add && is_floating(om.dtype)) ? -0.0 : 0.0;
-      if (detail::const_all_equal(g, n.inputs[1], ident) && forward(n.inputs[0])) continue;
-      if ((mul || add) && detail::const_all_equal(g, n.inputs[0], ident) && forward(n.inputs[1])) continue;
-    } else if (op == &ops::cast_op) {
-      if (g.value(n.inputs[0]).meta.dtype == om.dtype && forward(n.inputs[0])) continue;
-    } else if (op == &ops::reshape_op) {
-      if (g.value(n.inputs[0]).meta.shape == om.shape && forward(n.inputs[0])) continue;
-      const Value& src = g.value(n.inputs[0]);
-      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op == &ops::reshape_op) {
-        ValueId base = nodes[static_cast<std::size_t>(src.producer)].inputs[0];
-        g.value(n.inputs[0]).uses--;
-        n.inputs[0] = base;
-        g.value(base).uses++;
-        ++rewrites;
-        if (g.value(base).meta.shape == om.shape) forward(base);  // the chain returns to the original shape
-      }
-    } else if (op == &ops::permute_op) {
-      const ops::IntList& p = n.attrs.ints("perm");
-      bool identity = true;
-      for (std::size_t k = 0; k < p.size(); ++k) identity &= (p[k] == static_cast<std::int64_t>(k) || p[k] == static_cast<std::int64_t>(k) - static_cast<std::int64_t>(p.size()));
-      if (identity && forward(n.inputs[0])) continue;
-      const Value& src = g.value(n.inputs[0]);
-      if (src.kind == ValueKind::node && nodes[static_cast<std::size_t>(src.producer)].op == &ops::permute_op) {
-        const Node& inner = nodes[static_cast<std::size_t>(src.producer)];
-        const ops::IntList& q = inner.attrs.ints("perm");
-        int r = static_cast<int>(p.size());
-        ops::IntList composed(p.size());
-        for (int k = 0; k < r; ++k) composed[k] = q[normalize_axis(p[k], r, "permute")];
-        ValueId base = inner.inputs[0];
-        g.value(n.inputs[0]).uses--;
-        n.inputs[0] = base;
-        g.value(base).uses++;
-        n.attrs.set("perm", composed);
-        ++rewrites;
-        bool id2 = true;
-        for (int k = 0; k < r; ++k) id2 &= normalize_axis(composed[k], r, "permute") == k;
-        if (id2) forward(base);
-      }
-    }
+    detail::Rewrite r{g, i, rewrites};
+    for (const detail::SimplifyRow& row : rows)
+      if (row.op == n.op && row.rule(r)) break;
   }
   g.compact();
   return rewrites;
