@@ -135,7 +135,8 @@ int cmd_info_op(const std::string& name) {
     std::size_t w = 0;
     for (auto& f : op.attr_schema->fields) w = std::max(w, f.name.size());
     for (auto& f : op.attr_schema->fields)
-      fmt::print("    {:<{}}  {}, {}\n", f.name, w, f.kind, f.required ? std::string("required") : "default " + f.dflt);
+      fmt::print("    {:<{}}  {}, {}\n", f.name, w, f.kind,
+                 f.required ? std::string("required") : f.dflt == "unset" ? std::string("optional") : "default " + f.dflt);
   } else if (!op.attr_names.empty()) {
     std::string names;
     for (auto& a : op.attr_names) names += (names.empty() ? "" : ", ") + a;
