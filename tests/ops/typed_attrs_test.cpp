@@ -100,6 +100,11 @@ TEST_CASE("typed attrs: pooling, reductions, softmax and norms write what the AP
   CHECK(ops::to_attrs(ops::BatchNormAttrs{true, 0.2, 1e-3}) ==
         Attrs{{"training", true}, {"momentum", 0.2}, {"eps", 1e-3}});
   CHECK(ops::to_attrs(ops::LayerNormAttrs{{4, 5}, 1e-6}) == Attrs{{"normalized_shape", IntList{4, 5}}, {"eps", 1e-6}});
+  CHECK(ops::to_attrs(ops::CrossEntropyAttrs{{"sum"}, 0.1, 3}) ==
+        Attrs{{"reduction", std::string("sum")}, {"label_smoothing", 0.1}, {"ignore_index", std::int64_t{3}}});
+  CHECK(ops::to_attrs(ops::NllLossGradAttrs{{{"none"}, -100}, 7}) ==
+        Attrs{{"reduction", std::string("none")}, {"ignore_index", std::int64_t{-100}}, {"num_classes", std::int64_t{7}}});
+  CHECK(ops::to_attrs(ops::MseLossAttrs{}) == Attrs{{"reduction", std::string("mean")}});
   // Parsing what to_attrs wrote gives the struct back.
   const ops::AvgPool2dAttrs av{{3, 2}, ops::Int2(1, 2), {1, 0}, true, false, 5};
   const auto av2 = ops::attrs_as<ops::AvgPool2dAttrs>(ops::avg_pool2d_op, ops::to_attrs(av));
@@ -136,6 +141,11 @@ TEST_CASE("typed attrs: wrong kinds, unknown names and invalid values are ValueE
       ops::attrs_as<ops::AvgPool2dAttrs>(ops::avg_pool2d_op,
                                          Attrs{{"kernel_size", IntList{2, 2}}, {"divisor_override", std::int64_t{0}}}),
       ms::ValueError, "[ms.value_error] avg_pool2d: divisor_override must be positive, got 0");
+  MS_REQUIRE_THROWS_MSG(ops::attrs_as<ops::NllLossAttrs>(ops::nll_loss_op, Attrs{{"reduction", std::string("avg")}}),
+                        ms::ValueError,
+                        "[ms.value_error] nll_loss: reduction must be \"mean\", \"sum\" or \"none\", got \"avg\"");
+  MS_REQUIRE_THROWS_MSG(ops::attrs_as<ops::NllLossGradAttrs>(ops::nll_loss_grad_op, Attrs{}), ms::ValueError,
+                        "[ms.value_error] nll_loss_grad: attribute 'num_classes' is missing");
   MS_REQUIRE_THROWS_MSG(ops::attrs_as<ops::BatchNormAttrs>(ops::batch_norm_op, Attrs{{"eps", -1.0}}), ms::ValueError,
                         "[ms.value_error] batch_norm: eps must be non-negative, got -1");
   MS_REQUIRE_THROWS_MSG(ops::attrs_as<ops::Conv2dGradInputAttrs>(ops::conv2d_grad_input_op,

@@ -26,10 +26,6 @@ inline Conv2dAttrs conv_of(const GradArgs& a) {
   if (&a.op == &conv2d_grad_weight_op) return attrs_as<Conv2dGradWeightAttrs>(a.op, a.attrs);
   return attrs_as<Conv2dAttrs>(a.op, a.attrs);
 }
-inline Attrs with(Attrs a, const char* key, AttrValue v) {
-  a.set(key, std::move(v));
-  return a;
-}
 /// conv2d(x, w) without bias under the same geometry.
 inline AnyTensor conv(const AnyTensor& x, const AnyTensor& w, const Conv2dAttrs& c) {
   return call1(conv2d_op, {x, w}, to_attrs(c));
@@ -51,7 +47,6 @@ inline Attrs pool_forward_attrs(const GradArgs& a) {
   return to_attrs<F>(attrs_as<G>(a.op, a.attrs));
 }
 inline Grads none(std::size_t n) { return Grads(n); }
-inline std::string reduction_of(const Attrs& a) { return a.has("reduction") ? a.str("reduction") : "mean"; }
 
 // clang-format off
 MS_REGISTRATION(const std::vector<Row> table, {
@@ -134,18 +129,18 @@ MS_REGISTRATION(const std::vector<Row> table, {
   {&cross_entropy_grad_op, nullptr, "second-order gradient not implemented"},
   {&nll_loss_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
-            Attrs at = with(a.attrs, "num_classes", a.in[0].shape()[1]);
+            Attrs at = to_attrs(NllLossGradAttrs{attrs_as<NllLossAttrs>(a.op, a.attrs), a.in[0].shape()[1]});
             return {call1(nll_loss_grad_op, {a.in[1], g0(a)}, at), AnyTensor()}; }, nullptr},
   // nll_loss_grad is linear in g; its adjoint is nll_loss itself under the same reduction.
   {&nll_loss_grad_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
-            Attrs at{{"reduction", reduction_of(a.attrs)}, {"ignore_index", a.attrs.i("ignore_index", -100)}};
+            Attrs at = to_attrs<NllLossAttrs>(attrs_as<NllLossGradAttrs>(a.op, a.attrs));
             return {AnyTensor(), call1(nll_loss_op, {g0(a), a.in[0]}, at)}; }, nullptr},
   {&adam_update_op, nullptr, "an optimizer update, applied outside autodiff (under no_grad)"},
   {&mse_loss_op, [](const GradArgs& a) -> Grads {
             if (!g0(a).defined()) return none(2);
             AnyTensor d = sub(a.in[0], a.in[1]);
-            const std::string red = reduction_of(a.attrs);
+            const std::string red = attrs_as<MseLossAttrs>(a.op, a.attrs).reduction;
             const double n = static_cast<double>(a.in[0].numel());
             const double k = red == "mean" ? 2.0 / n : 2.0;
             AnyTensor ga = mul(mul(d, g0(a)), k);  // g is 0-d for mean/sum: it broadcasts
