@@ -130,16 +130,19 @@ const auto& attr_fields() {
   return fs;
 }
 
+/// Reads field f of t from `a`: true when `a` has it; an absent one takes its default (a
+/// required one is noted in `missing`, reported once unknown names have been).
 template <class T, class S, class M>
-void read_attr_field(const OpDef& op, const Attrs& a, const AttrField<S, M>& f, T& t) {
+bool read_attr_field(const OpDef& op, const Attrs& a, const AttrField<S, M>& f, T& t, std::string_view& missing) {
   const AttrValue* v = a.find(f.name);
   if (v == nullptr) {
-    MS_CHECK(!f.required, ValueError, "{}: attribute '{}' is missing", op.name, f.name);
+    if (f.required && missing.empty()) missing = f.name;
     t.*f.member = f.dflt;
-    return;
+    return false;
   }
   MS_CHECK(AttrCodec<M>::read(*v, t.*f.member), ValueError, "{}: attribute '{}' must be {}, got {} {}", op.name,
            f.name, AttrCodec<M>::kind(), Attrs::kind_name(*v), Attrs::value_str(*v));
+  return true;
 }
 
 template <class T, class S, class M>
@@ -164,16 +167,20 @@ std::string attr_default_str(const M& m) {
 template <class T>
 T attrs_as(const OpDef& op, const Attrs& a) {
   const auto& fs = detail::attr_fields<T>();
-  for (auto& [k, v] : a.items()) {
-    const bool known = std::apply([&](const auto&... f) { return ((f.name == k) || ...); }, fs);
-    if (!known) {
+  T t{};
+  std::string_view missing;
+  std::size_t found = 0;
+  std::apply([&](const auto&... f) { ((found += detail::read_attr_field(op, a, f, t, missing) ? 1 : 0), ...); }, fs);
+  if (found != a.items().size()) {  // a name that is no field (checked only then: parsing is per kernel call)
+    for (auto& [k, v] : a.items()) {
+      const bool known = std::apply([&](const auto&... f) { return ((f.name == k) || ...); }, fs);
+      if (known) continue;
       std::string names;
       std::apply([&](const auto&... f) { ((names += (names.empty() ? "" : ", ") + std::string(f.name)), ...); }, fs);
       MS_THROW(ValueError, "{}: unknown attribute '{}' (the attributes of {} are: {})", op.name, k, op.name, names);
     }
   }
-  T t{};
-  std::apply([&](const auto&... f) { (detail::read_attr_field(op, a, f, t), ...); }, fs);
+  MS_CHECK(missing.empty(), ValueError, "{}: attribute '{}' is missing", op.name, missing);
   if constexpr (requires { t.validate(op); }) t.validate(op);
   return t;
 }
