@@ -137,6 +137,11 @@ TEST_CASE("typed attrs: wrong kinds, unknown names and invalid values are ValueE
                         "[ms.value_error] softmax: unknown attribute 'dim' (the attributes of softmax are: axis)");
   MS_REQUIRE_THROWS_MSG(ops::attrs_as<ops::MaxPool2dAttrs>(ops::max_pool2d_op, Attrs{}), ms::ValueError,
                         "[ms.value_error] max_pool2d: attribute 'kernel_size' is missing");
+  // A misspelt required attribute is reported as the unknown name, not as the missing one.
+  MS_REQUIRE_THROWS_MSG(ops::attrs_as<ops::MaxPool2dAttrs>(ops::max_pool2d_op, Attrs{{"kernel", IntList{2, 2}}}),
+                        ms::ValueError,
+                        "[ms.value_error] max_pool2d: unknown attribute 'kernel' (the attributes of max_pool2d are: "
+                        "kernel_size, stride, padding, dilation, ceil_mode)");
   MS_REQUIRE_THROWS_MSG(
       ops::attrs_as<ops::AvgPool2dAttrs>(ops::avg_pool2d_op,
                                          Attrs{{"kernel_size", IntList{2, 2}}, {"divisor_override", std::int64_t{0}}}),
