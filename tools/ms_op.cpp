@@ -4,6 +4,7 @@
 //                                       FILTER keeps ops whose category equals it or whose name contains it
 //   ms-op run OP [options] INPUT...     runs OP through the generic ms::ops::call and prints its outputs
 //   ms-op info                          the CPU kernels in force: x86-64 level, GEMM path
+//   ms-op info OP                       one op: category, inputs, attributes (name, kind, default)
 //   ms-op help                          usage
 //
 // Everything goes through ms::ops::registry(), so any registered op works, including
@@ -44,7 +45,7 @@ namespace ops = ms::ops;
 constexpr std::string_view kDescription = R"(ms-op: lists the registered operators and runs any one of them.
   ms-op list [FILTER]
   ms-op run OP [--attr KEY=VALUE]... [--dtype DTYPE] [--out FILE.npy] INPUT...
-  ms-op info
+  ms-op info [OP]
   ms-op help
 Exit status: 0 on success, 2 on a usage error or an ms error (the message is printed).)";
 constexpr std::string_view kInputHelp =
@@ -116,6 +117,33 @@ int cmd_list(const std::string& filter) {
   for (auto& r : rows) line(r);
   fmt::print("{} op{}{}\n", rows.size(), rows.size() == 1 ? "" : "s",
              filter.empty() ? "" : fmt::format(" matching '{}'", filter));
+  return 0;
+}
+
+// ---- info OP ------------------------------------------------------------------------------------
+
+/// One op's definition: category, CPU dtypes, inputs and its attributes, with kind and
+/// default where the op declares a typed attribute struct (OpDef::attr_schema).
+int cmd_info_op(const std::string& name) {
+  const ops::OpDef& op = ops::registry().get(name);
+  fmt::print("{}: {}\n", op.name, op.doc);
+  fmt::print("  category:   {}\n", ops::category_name(op.category));
+  fmt::print("  cpu dtypes: {}\n", dtypes_str(op.cpu_dtypes));
+  fmt::print("  inputs:     {}\n", op.num_inputs < 0 ? std::string("variadic") : std::to_string(op.num_inputs));
+  if (op.attr_schema) {
+    fmt::print("  attributes ({}):\n", op.attr_schema->type);
+    std::size_t w = 0;
+    for (auto& f : op.attr_schema->fields) w = std::max(w, f.name.size());
+    for (auto& f : op.attr_schema->fields)
+      fmt::print("    {:<{}}  {}, {}\n", f.name, w, f.kind,
+                 f.required ? std::string("required") : f.dflt == "unset" ? std::string("optional") : "default " + f.dflt);
+  } else if (!op.attr_names.empty()) {
+    std::string names;
+    for (auto& a : op.attr_names) names += (names.empty() ? "" : ", ") + a;
+    fmt::print("  attributes: {}\n", names);
+  } else {
+    fmt::print("  attributes: none\n");
+  }
   return 0;
 }
 
@@ -360,7 +388,10 @@ int main(int argc, char** argv) {
   run->add_option("--out", r.out_path, "writes the output to FILE.npy (several outputs: FILE_0.npy, FILE_1.npy, ...)")
       ->type_name("FILE.npy");
   CLI::App* info = app.add_subcommand("info", "prints which CPU kernels run: the x86-64 level of the elementwise "
-                                              "kernels (and the levels compiled into this program), and the GEMM path");
+                                              "kernels (and the levels compiled into this program), and the GEMM path; "
+                                              "with OP, that op's definition and attributes (kind, default)");
+  std::string info_op;
+  info->add_option("OP", info_op, "a registered op (see ms-op list)");
   app.add_subcommand("help", "prints this text");
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
@@ -372,6 +403,7 @@ int main(int argc, char** argv) {
     if (auto done = ms_tools::parse_command_line(app, argc, argv)) return *done;
     if (*list) return cmd_list(filter);
     if (*info) {
+      if (!info_op.empty()) return cmd_info_op(info_op);
       fmt::print("CPU kernels: {}\n{}\n", ms::cpu::isa_summary(), ms::Profiler::cpu_gemm_line());
       return 0;
     }

@@ -33,9 +33,9 @@ inline AnyTensor zero_like_scalar(const AnyTensor& t) { return scalar_tensor(0.0
 /// g where mask is true, else 0.
 inline AnyTensor mask(const AnyTensor& m, const AnyTensor& g) { return where(m, g, zero_like_scalar(g)); }
 /// Reshapes a reduced gradient back to keepdim form so it broadcasts against the input.
-inline AnyTensor keepdim_shape(const AnyTensor& g, const Shape& in_shape, const Attrs& attrs) {
-  if (attrs.b("keepdim")) return g;
-  const IntList& axes = attrs.ints("axes");
+inline AnyTensor keepdim_shape(const AnyTensor& g, const Shape& in_shape, const ReduceAttrs& attrs) {
+  if (attrs.keepdim) return g;
+  const IntList& axes = attrs.axes;
   IntList s = in_shape.vec();
   if (axes.empty()) {
     for (auto& d : s) d = 1;
@@ -44,8 +44,8 @@ inline AnyTensor keepdim_shape(const AnyTensor& g, const Shape& in_shape, const 
   }
   return reshape(g, s);
 }
-inline double reduced_count(const Shape& in_shape, const Attrs& attrs) {
-  const IntList& axes = attrs.ints("axes");
+inline double reduced_count(const Shape& in_shape, const ReduceAttrs& attrs) {
+  const IntList& axes = attrs.axes;
   if (axes.empty()) return static_cast<double>(numel(in_shape));
   double n = 1;
   for (auto ax : axes) n *= static_cast<double>(in_shape[normalize_axis(ax, in_shape.rank(), "grad")]);
@@ -245,43 +245,48 @@ MS_REGISTRATION(const std::vector<Row> table, {
   {&randint_op, nullptr, "creation op (no tensor inputs)"},
   // reductions
   {&sum_op, [](const GradArgs& a) -> Grads {
-            return {expand(keepdim_shape(g0(a), x0(a).shape(), a.attrs), x0(a).shape().vec())}; }, nullptr},
+            const auto r = attrs_as<ReduceAttrs>(a.op, a.attrs);
+            return {expand(keepdim_shape(g0(a), x0(a).shape(), r), x0(a).shape().vec())}; }, nullptr},
   {&mean_op, [](const GradArgs& a) -> Grads {
-            AnyTensor g = div(keepdim_shape(g0(a), x0(a).shape(), a.attrs), reduced_count(x0(a).shape(), a.attrs));
+            const auto r = attrs_as<ReduceAttrs>(a.op, a.attrs);
+            AnyTensor g = div(keepdim_shape(g0(a), x0(a).shape(), r), reduced_count(x0(a).shape(), r));
             return {expand(g, x0(a).shape().vec())}; }, nullptr},
   {&max_op, [](const GradArgs& a) -> Grads {  // ties share the gradient equally
-            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), a.attrs);
+            const auto r = attrs_as<ReduceAttrs>(a.op, a.attrs);
+            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), r);
             AnyTensor m = cast(eq(x0(a), y), x0(a).dtype());
-            AnyTensor cnt = sum(m, a.attrs.ints("axes"), true);
-            return {mul(m, div(keepdim_shape(g0(a), x0(a).shape(), a.attrs), cnt))}; }, nullptr},
+            AnyTensor cnt = sum(m, r.axes, true);
+            return {mul(m, div(keepdim_shape(g0(a), x0(a).shape(), r), cnt))}; }, nullptr},
   {&min_op, [](const GradArgs& a) -> Grads {
-            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), a.attrs);
+            const auto r = attrs_as<ReduceAttrs>(a.op, a.attrs);
+            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), r);
             AnyTensor m = cast(eq(x0(a), y), x0(a).dtype());
-            AnyTensor cnt = sum(m, a.attrs.ints("axes"), true);
-            return {mul(m, div(keepdim_shape(g0(a), x0(a).shape(), a.attrs), cnt))}; }, nullptr},
+            AnyTensor cnt = sum(m, r.axes, true);
+            return {mul(m, div(keepdim_shape(g0(a), x0(a).shape(), r), cnt))}; }, nullptr},
   {&prod_op, [](const GradArgs& a) -> Grads {  // y / x: exact when no element is zero
-            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), a.attrs);
-            return {mul(keepdim_shape(g0(a), x0(a).shape(), a.attrs), div(y, x0(a)))}; }, nullptr},
+            const auto r = attrs_as<ReduceAttrs>(a.op, a.attrs);
+            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), r);
+            return {mul(keepdim_shape(g0(a), x0(a).shape(), r), div(y, x0(a)))}; }, nullptr},
   {&var_op, [](const GradArgs& a) -> Grads {
-            const IntList& axes = a.attrs.ints("axes");
-            double n = reduced_count(x0(a).shape(), a.attrs) - static_cast<double>(a.attrs.i("correction", 1));
-            AnyTensor d = sub(x0(a), mean(x0(a), axes, true));
-            return {mul(keepdim_shape(g0(a), x0(a).shape(), a.attrs), mul(d, 2.0 / n))}; }, nullptr},
+            const auto r = attrs_as<VarAttrs>(a.op, a.attrs);
+            double n = reduced_count(x0(a).shape(), r) - static_cast<double>(r.correction);
+            AnyTensor d = sub(x0(a), mean(x0(a), r.axes, true));
+            return {mul(keepdim_shape(g0(a), x0(a).shape(), r), mul(d, 2.0 / n))}; }, nullptr},
   {&std_op, [](const GradArgs& a) -> Grads {
-            const IntList& axes = a.attrs.ints("axes");
-            double n = reduced_count(x0(a).shape(), a.attrs) - static_cast<double>(a.attrs.i("correction", 1));
-            AnyTensor d = sub(x0(a), mean(x0(a), axes, true));
-            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), a.attrs);
-            return {mul(div(keepdim_shape(g0(a), x0(a).shape(), a.attrs), y), div(d, n))}; }, nullptr},
+            const auto r = attrs_as<VarAttrs>(a.op, a.attrs);
+            double n = reduced_count(x0(a).shape(), r) - static_cast<double>(r.correction);
+            AnyTensor d = sub(x0(a), mean(x0(a), r.axes, true));
+            AnyTensor y = keepdim_shape(y0(a), x0(a).shape(), r);
+            return {mul(div(keepdim_shape(g0(a), x0(a).shape(), r), y), div(d, n))}; }, nullptr},
   {&argmax_op, nullptr, "integer output"},
   {&argmin_op, nullptr, "integer output"},
   // normalization and linear algebra
   {&softmax_op, [](const GradArgs& a) -> Grads {
-            std::int64_t ax = a.attrs.i("axis", -1);
+            std::int64_t ax = attrs_as<SoftmaxAttrs>(a.op, a.attrs).axis;
             AnyTensor gy = mul(g0(a), y0(a));
             return {sub(gy, mul(y0(a), sum(gy, {ax}, true)))}; }, nullptr},
   {&log_softmax_op, [](const GradArgs& a) -> Grads {
-            std::int64_t ax = a.attrs.i("axis", -1);
+            std::int64_t ax = attrs_as<SoftmaxAttrs>(a.op, a.attrs).axis;
             return {sub(g0(a), mul(exp(y0(a)), sum(g0(a), {ax}, true)))}; }, nullptr},
   {&matmul_op, [](const GradArgs& a) -> Grads {
             AnyTensor A = a.in[0], B = a.in[1], G = g0(a);

@@ -16,6 +16,7 @@
 #include "../core/simd.hpp"
 
 #include "../core/parallel.hpp"
+#include "attr_struct.hpp"
 #include "views.hpp"
 
 namespace ms::ops {
@@ -88,9 +89,39 @@ Tensor<std::int64_t> argmin(const Tensor<T>& x, std::optional<std::int64_t> axis
 // =============================================================================================
 
 namespace ms::ops {
+
+/// The attributes of sum, prod, mean, max and min (see ops/attr_struct.hpp): empty axes
+/// reduce every axis.
+struct ReduceAttrs {
+  IntList axes;
+  bool keepdim = false;
+  static auto fields() {
+    return std::tuple{field("axes", &ReduceAttrs::axes, IntList{}), field("keepdim", &ReduceAttrs::keepdim, false)};
+  }
+};
+/// var and std: the reduction and Bessel's correction (divisor N - correction).
+struct VarAttrs : ReduceAttrs {
+  std::int64_t correction = 1;
+  static auto fields() {
+    return std::tuple_cat(ReduceAttrs::fields(), std::tuple{field("correction", &VarAttrs::correction, 1)});
+  }
+};
+/// argmax and argmin: one axis (unset: the flattened tensor); keepdim is written first.
+struct ArgReduceAttrs {
+  std::optional<std::int64_t> axis;
+  bool keepdim = false;
+  static auto fields() {
+    return std::tuple{field("keepdim", &ArgReduceAttrs::keepdim, false),
+                      field("axis", &ArgReduceAttrs::axis, std::nullopt)};
+  }
+};
+
 namespace detail {
 
 enum class Red : std::uint8_t { sum, prod, mean, max, min, var, std, argmax, argmin };
+/// The typed attributes of reduction K (argmax and argmin: ArgReduceAttrs).
+template <Red K>
+using reduce_attrs_t = std::conditional_t<K == Red::var || K == Red::std, VarAttrs, ReduceAttrs>;
 
 /// Bitmask of the reduced axes. Empty `axes` means all; a 0-d tensor accepts axis 0 or -1 and
 /// reduces nothing. Throws IndexError (out of range) or ValueError (an axis given twice).
@@ -128,32 +159,30 @@ inline void check_has_elements(std::string_view op, const Shape& s, std::uint32_
            op, shape_str(s), ints_str(axes));
 }
 
-inline const IntList& axes_attr(const Attrs& a) {
-  static const IntList kAll;
-  return a.has("axes") ? a.ints("axes") : kAll;
-}
-
-template <bool NoIdentity>
-void infer_reduce(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+/// A: ReduceAttrs, or VarAttrs for var and std.
+template <bool NoIdentity, class A>
+void infer_reduce(const OpDef& op, std::span<const TensorMeta> in, const Attrs& attrs, MetaList& out) {
   const Shape& s = in[0].shape;
-  std::uint32_t mask = reduce_mask(op.name, axes_attr(a), s.rank());
-  Shape o = reduced_shape(s, mask, a.b("keepdim"));
+  const A a = attrs_as<A>(op, attrs);
+  std::uint32_t mask = reduce_mask(op.name, a.axes, s.rank());
+  Shape o = reduced_shape(s, mask, a.keepdim);
   if constexpr (NoIdentity) check_has_elements(op.name, s, mask, o);
   out.push_back({in[0].dtype, o});
 }
 
 /// argmax/argmin: attr "axis" (absent: the flattened tensor), "keepdim".
-inline std::uint32_t arg_mask(std::string_view op, const Attrs& a, int rank) {
-  if (!a.has("axis")) return rank == 0 ? 0u : (1u << rank) - 1u;
-  int k = normalize_axis(a.i("axis"), rank, op);
+inline std::uint32_t arg_mask(std::string_view op, const ArgReduceAttrs& a, int rank) {
+  if (!a.axis) return rank == 0 ? 0u : (1u << rank) - 1u;
+  int k = normalize_axis(*a.axis, rank, op);
   return rank == 0 ? 0u : 1u << k;
 }
 
-inline void infer_arg(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+inline void infer_arg(const OpDef& op, std::span<const TensorMeta> in, const Attrs& attrs, MetaList& out) {
   const Shape& s = in[0].shape;
+  const ArgReduceAttrs a = attrs_as<ArgReduceAttrs>(op, attrs);
   std::uint32_t mask = arg_mask(op.name, a, s.rank());
-  bool keep = a.b("keepdim");
-  Shape o = a.has("axis") ? reduced_shape(s, mask, keep) : (keep ? Shape::filled(s.rank(), 1) : Shape{});
+  bool keep = a.keepdim;
+  Shape o = a.axis ? reduced_shape(s, mask, keep) : (keep ? Shape::filled(s.rank(), 1) : Shape{});
   check_has_elements(op.name, s, mask, o);
   out.push_back({DType::i64, o});
 }
@@ -641,7 +670,7 @@ void run_reduce(const KernelArgs& k, std::uint32_t mask) {
       reduce_loop3<SumP<T>>(xp, p, mu.data(), nullptr);
       scale(mu.data(), static_cast<double>(N));
       reduce_loop3<SqDevP<T>>(xp, p, out, mu.data());
-      const T denom = static_cast<T>(std::max<std::int64_t>(0, N - k.attrs.i("correction", 1)));
+      const T denom = static_cast<T>(std::max<std::int64_t>(0, N - attrs_as<VarAttrs>(k.op, k.attrs).correction));
       for (std::int64_t i = 0; i < n_out; ++i) {
         out[i] /= denom;
         if constexpr (K == Red::std) out[i] = std::sqrt(out[i]);
@@ -655,8 +684,11 @@ void reduce_kernel(const KernelArgs& k) {
   const AnyTensor& x = k.in[0];
   if (k.out[0].numel() == 0) return;
   if (is_half_float(x.dtype())) return run_upcast_f32(k, &reduce_kernel<K>);  // summed in float32
-  std::uint32_t mask = (K == Red::argmax || K == Red::argmin) ? arg_mask(k.op.name, k.attrs, x.dim())
-                                                              : reduce_mask(k.op.name, axes_attr(k.attrs), x.dim());
+  std::uint32_t mask = 0;
+  if constexpr (K == Red::argmax || K == Red::argmin)
+    mask = arg_mask(k.op.name, attrs_as<ArgReduceAttrs>(k.op, k.attrs), x.dim());
+  else
+    mask = reduce_mask(k.op.name, attrs_as<reduce_attrs_t<K>>(k.op, k.attrs).axes, x.dim());
   visit_dtype(x.dtype(), [&]<class T>() {
     if constexpr (red_supports_v<K, T>) run_reduce<K, T>(k, mask);
     else MS_THROW(DTypeError, "{}: no CPU kernel for dtype {}", k.op.name, x.dtype());
@@ -677,8 +709,11 @@ OpDef make_reduce_op(std::string name, std::string doc) {
   d.attr_names = arg ? std::vector<std::string>{"axis", "keepdim"}
                      : ((K == Red::var || K == Red::std) ? std::vector<std::string>{"axes", "keepdim", "correction"}
                                                           : std::vector<std::string>{"axes", "keepdim"});
+  if constexpr (arg) d.attr_schema = &attr_schema<ArgReduceAttrs>("ArgReduceAttrs");
+  else if constexpr (K == Red::var || K == Red::std) d.attr_schema = &attr_schema<VarAttrs>("VarAttrs");
+  else d.attr_schema = &attr_schema<ReduceAttrs>("ReduceAttrs");
   if constexpr (arg) d.infer = &infer_arg;
-  else d.infer = &infer_reduce<K == Red::max || K == Red::min>;
+  else d.infer = &infer_reduce<K == Red::max || K == Red::min, reduce_attrs_t<K>>;
   d.kernel = &reduce_kernel<K>;
   d.cost = &reduce_cost<(K == Red::var || K == Red::std) ? 3 : 1>;
   d.cpu_dtypes = (float_only ? kFloatTypes : kReduceTypes) | DTypeSet{DType::f16, DType::bf16};
@@ -686,12 +721,8 @@ OpDef make_reduce_op(std::string name, std::string doc) {
   return d;
 }
 
-inline Attrs reduce_attrs(const IntList& axes, bool keepdim) { return Attrs{{"axes", axes}, {"keepdim", keepdim}}; }
-inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) {
-  Attrs a{{"keepdim", keepdim}};
-  if (axis) a.set("axis", *axis);
-  return a;
-}
+inline Attrs reduce_attrs(const IntList& axes, bool keepdim) { return to_attrs(ReduceAttrs{axes, keepdim}); }
+inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) { return to_attrs(ArgReduceAttrs{axis, keepdim}); }
 
 }  // namespace detail
 
@@ -728,10 +759,10 @@ inline AnyTensor min(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(min_op, {x}, detail::reduce_attrs(axes, keepdim));
 }
 inline AnyTensor var(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
-  return call1(var_op, {x}, detail::reduce_attrs(axes, keepdim).set("correction", correction));
+  return call1(var_op, {x}, to_attrs(VarAttrs{{axes, keepdim}, correction}));
 }
 inline AnyTensor std(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
-  return call1(std_op, {x}, detail::reduce_attrs(axes, keepdim).set("correction", correction));
+  return call1(std_op, {x}, to_attrs(VarAttrs{{axes, keepdim}, correction}));
 }
 inline AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
   return call1(argmax_op, {x}, detail::arg_attrs(axis, keepdim));

@@ -175,6 +175,31 @@ class Attrs {
   std::vector<std::pair<std::string, AttrValue>> items_;
 };
 
+/// One field of an op's typed attribute struct (ops/attr_struct.hpp), as `ms-op info OP` prints it.
+struct AttrFieldInfo {
+  std::string name;
+  std::string kind;  ///< "an int", "a list of 2 ints (height, width)", ...
+  std::string dflt;  ///< the default in dump syntax ("[1, 1]", "false"); "unset" when absent means none
+  bool required = false;
+};
+
+/// The attributes an op's typed struct declares, in the order its string form lists them.
+struct AttrSchema {
+  std::string type;  ///< the struct ("Conv2dAttrs")
+  std::vector<AttrFieldInfo> fields;
+  const AttrFieldInfo* find(std::string_view name) const {
+    for (auto& f : fields)
+      if (f.name == name) return &f;
+    return nullptr;
+  }
+  /// "stride, padding, dilation, groups" for messages.
+  std::string names() const {
+    std::string out;
+    for (auto& f : fields) out += (out.empty() ? "" : ", ") + f.name;
+    return out;
+  }
+};
+
 /// Dtype and shape of a value, all that inference needs.
 struct TensorMeta {
   DType dtype = DType::f32;
@@ -280,6 +305,10 @@ struct OpDef {
   int num_inputs = 1;               ///< -1: variadic
   std::string doc;                  ///< one line, shown in the op list
   std::vector<std::string> attr_names;  ///< documented attributes, e.g. {"axis", "keepdim"}
+  /// The typed attribute struct the op's inference, kernel and gradient read (attr_schema<T>()
+  /// of ops/attr_struct.hpp), or null for ops that read their Attrs by name. Registration
+  /// fills attr_names from it when they are empty and checks that they name the same fields.
+  const AttrSchema* attr_schema = nullptr;
   /// Parameter names of the inputs (optional), named by errors: "for 'index' (input 1)".
   std::vector<std::string> input_names;
   InferFn infer = nullptr;
@@ -335,6 +364,7 @@ class Registry {
              "register op: an op named '{}' is already registered", def.name);
     MS_CHECK(def.infer != nullptr, ValueError, "register op '{}': missing shape/dtype inference", def.name);
     MS_CHECK(def.kernel != nullptr || def.view != nullptr, ValueError, "register op '{}': missing CPU kernel", def.name);
+    if (def.attr_schema) check_schema(def);
     ops_.push_back(std::make_unique<OpDef>(std::move(def)));
     OpDef& own = *ops_.back();
     by_name_[own.name] = &own;
@@ -387,6 +417,19 @@ class Registry {
   }
 
  private:
+  /// attr_names and the typed schema of `def` name the same attributes (attr_names may list them
+  /// in another order, the one its documentation uses); empty attr_names are filled from it.
+  static void check_schema(OpDef& def) {
+    const AttrSchema& s = *def.attr_schema;
+    if (def.attr_names.empty())
+      for (auto& f : s.fields) def.attr_names.push_back(f.name);
+    for (auto& n : def.attr_names)
+      MS_CHECK(s.find(n) != nullptr, ValueError, "register op '{}': attribute '{}' is not a field of {} ({})", def.name,
+               n, s.type, s.names());
+    MS_CHECK(def.attr_names.size() == s.fields.size(), ValueError,
+             "register op '{}': attr_names list {} of the {} fields of {} ({})", def.name, def.attr_names.size(),
+             s.fields.size(), s.type, s.names());
+  }
   /// The registry's own, mutable definition behind a handle it gave out; the caller holds mu_.
   OpDef& owned(const OpDef& op, std::string_view what) {
     auto it = owned_.find(&op);

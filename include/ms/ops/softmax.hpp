@@ -12,6 +12,7 @@
 #include "../core/simd.hpp"
 
 #include "../core/parallel.hpp"
+#include "attr_struct.hpp"
 #include "views.hpp"
 
 namespace ms::ops {
@@ -37,10 +38,17 @@ Tensor<T> log_softmax(const Tensor<T>& x, std::int64_t axis = -1) { return ops::
 // =============================================================================================
 
 namespace ms::ops {
+
+/// The attributes of softmax and log_softmax (see ops/attr_struct.hpp).
+struct SoftmaxAttrs {
+  std::int64_t axis = -1;
+  static auto fields() { return std::tuple{field("axis", &SoftmaxAttrs::axis, -1)}; }
+};
+
 namespace detail {
 
 inline void infer_softmax(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
-  normalize_axis(a.i("axis", -1), in[0].shape.rank(), op.name);
+  normalize_axis(attrs_as<SoftmaxAttrs>(op, a).axis, in[0].shape.rank(), op.name);
   out.push_back(in[0]);
 }
 
@@ -146,7 +154,7 @@ void softmax_kernel(const KernelArgs& k) {
   const AnyTensor& y = k.out[0];
   if (y.numel() == 0) return;
   const int rank = x.dim();
-  const int ax = rank == 0 ? 0 : normalize_axis(k.attrs.i("axis", -1), rank, k.op.name);
+  const int ax = rank == 0 ? 0 : normalize_axis(attrs_as<SoftmaxAttrs>(k.op, k.attrs).axis, rank, k.op.name);
   std::int64_t A = 1, R = 1, C = 1;
   for (int i = 0; i < rank; ++i) (i < ax ? A : i == ax ? R : C) *= x.shape()[i];
   visit_dtype(x.dtype(), [&]<class T>() {
@@ -184,7 +192,7 @@ OpDef make_softmax_op() {
   d.doc = Log ? "log of softmax along an axis (x - max - log sum exp)" : "exp(x - max) normalized to sum 1 along an axis";
   d.category = Category::softmax;
   d.num_inputs = 1;
-  d.attr_names = {"axis"};
+  d.attr_schema = &attr_schema<SoftmaxAttrs>("SoftmaxAttrs");
   d.infer = &infer_softmax;
   d.kernel = &softmax_kernel<Log>;
   d.cost = [](const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
@@ -200,9 +208,11 @@ OpDef make_softmax_op() {
 MS_REGISTRATION(const OpDef& softmax_op, registry().add(detail::make_softmax_op<false>()));
 MS_REGISTRATION(const OpDef& log_softmax_op, registry().add(detail::make_softmax_op<true>()));
 
-inline AnyTensor softmax(const AnyTensor& x, std::int64_t axis) { return call1(softmax_op, {x}, Attrs{{"axis", axis}}); }
+inline AnyTensor softmax(const AnyTensor& x, std::int64_t axis) {
+  return call1(softmax_op, {x}, to_attrs(SoftmaxAttrs{axis}));
+}
 inline AnyTensor log_softmax(const AnyTensor& x, std::int64_t axis) {
-  return call1(log_softmax_op, {x}, Attrs{{"axis", axis}});
+  return call1(log_softmax_op, {x}, to_attrs(SoftmaxAttrs{axis}));
 }
 
 }  // namespace ms::ops

@@ -1,7 +1,7 @@
 #pragma once
-// What the nn op families of ops/nn/ share: Int2, the (height, width) pair of kernel sizes,
-// strides, paddings and dilations, and the helpers of their definitions (detail::): the
-// attribute readers pair_attr and shape_attr_n, the cost functions, the float-only kernel
+// What the nn op families of ops/nn/ share: Int2 (from ops/attr_struct.hpp), the (height,
+// width) pair of kernel sizes, strides, paddings and dilations, and the helpers of their definitions (detail::): the
+// attribute readers pair_attr and shape_n, the cost functions, the float-only kernel
 // visitor. Not here: ops, or a helper that only one family uses (it stays in that family's
 // header); ops/optim_ops.hpp uses the cost functions and visitor too.
 
@@ -10,24 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "../registry.hpp"
-
-namespace ms::ops {
-
-/// A (height, width) pair for kernel sizes, strides, paddings and dilations; one integer
-/// stands for both: conv2d(x, w, {}, 2) is stride 2, conv2d(x, w, {}, {2, 1}) is 2 by 1.
-struct Int2 {
-  std::int64_t h = 0, w = 0;
-  constexpr Int2(std::int64_t v) : h(v), w(v) {}  // NOLINT: implicit by design
-  constexpr Int2(std::int64_t h_, std::int64_t w_) : h(h_), w(w_) {}
-  IntList list() const { return {h, w}; }
-};
-
-}  // namespace ms::ops
-
-namespace ms {
-using ops::Int2;
-}  // namespace ms
+#include "../attr_struct.hpp"
 
 namespace ms::ops::detail {
 
@@ -42,13 +25,15 @@ inline Int2 pair_attr(const OpDef& op, const Attrs& a, std::string_view key, Int
   return {v[0], v[1]};
 }
 
-/// A shape attribute of exactly `rank` non-negative values (the forward shape a backward op rebuilds).
-inline Shape shape_attr_n(const OpDef& op, const Attrs& a, std::string_view key, int rank) {
-  const IntList& v = a.ints(key);
+/// A shape attribute `key` = v of exactly `rank` non-negative values (the forward shape a backward op rebuilds).
+inline Shape shape_n(const OpDef& op, std::string_view key, const IntList& v, int rank) {
   MS_CHECK(static_cast<int>(v.size()) == rank, ValueError, "{}: attribute '{}' must hold {} values, got {}", op.name,
            key, rank, nn_ints_str(v));
   for (auto d : v) MS_CHECK(d >= 0, ValueError, "{}: attribute '{}' has a negative value: {}", op.name, key, nn_ints_str(v));
   return Shape(v);
+}
+inline Shape shape_attr_n(const OpDef& op, const Attrs& a, std::string_view key, int rank) {
+  return shape_n(op, key, a.ints(key), rank);
 }
 
 inline double bytes_of(std::span<const TensorMeta> ms) {

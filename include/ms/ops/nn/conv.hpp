@@ -45,6 +45,48 @@ Tensor<T> conv2d(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& b = Te
 // =============================================================================================
 
 namespace ms::ops {
+
+/// The attributes of conv2d (see ops/attr_struct.hpp).
+struct Conv2dAttrs {
+  Int2 stride = 1, padding = 0, dilation = 1;
+  std::int64_t groups = 1;
+  static auto fields() {
+    return std::tuple{field("stride", &Conv2dAttrs::stride, 1), field("padding", &Conv2dAttrs::padding, 0),
+                      field("dilation", &Conv2dAttrs::dilation, 1), field("groups", &Conv2dAttrs::groups, 1)};
+  }
+  void validate(const OpDef& op) const {
+    const Int2 &s = stride, &p = padding, &d = dilation;
+    MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
+    MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
+    MS_CHECK(p.h >= 0 && p.w >= 0, ValueError, "{}: padding must be non-negative, got ({}, {})", op.name, p.h, p.w);
+    MS_CHECK(groups >= 1, ValueError, "{}: groups must be positive, got {}", op.name, groups);
+  }
+};
+/// conv2d_grad_input: conv2d's attributes and the forward input's shape.
+struct Conv2dGradInputAttrs : Conv2dAttrs {
+  IntList input_shape;
+  static auto fields() {
+    return std::tuple_cat(Conv2dAttrs::fields(),
+                          std::tuple{required_field("input_shape", &Conv2dGradInputAttrs::input_shape)});
+  }
+  void validate(const OpDef& op) const {
+    Conv2dAttrs::validate(op);
+    detail::shape_n(op, "input_shape", input_shape, 4);
+  }
+};
+/// conv2d_grad_weight: conv2d's attributes and the weight's shape.
+struct Conv2dGradWeightAttrs : Conv2dAttrs {
+  IntList weight_shape;
+  static auto fields() {
+    return std::tuple_cat(Conv2dAttrs::fields(),
+                          std::tuple{required_field("weight_shape", &Conv2dGradWeightAttrs::weight_shape)});
+  }
+  void validate(const OpDef& op) const {
+    Conv2dAttrs::validate(op);
+    detail::shape_n(op, "weight_shape", weight_shape, 4);
+  }
+};
+
 namespace detail {
 
 /// Range of output positions o in [0, n_out) whose input position o * s + off lies in [0, n_in).
@@ -70,17 +112,14 @@ struct ConvGeom {
   std::int64_t P() const { return Ho * Wo; }         ///< columns of the im2col matrix
 };
 
-/// Validates shapes and attributes of a convolution of an input of shape xs with a weight of shape ws.
-inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, const Attrs& a) {
+/// Validates the shapes of a convolution of an input of shape xs with a weight of shape ws
+/// under the (validated) attributes a.
+inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, const Conv2dAttrs& a) {
   MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
   MS_CHECK(ws.rank() == 4, ShapeError, "{}: weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape {}",
            op.name, shape_str(ws));
-  Int2 s = pair_attr(op, a, "stride", 1), p = pair_attr(op, a, "padding", 0), d = pair_attr(op, a, "dilation", 1);
-  std::int64_t G = a.i("groups", 1);
-  MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
-  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
-  MS_CHECK(p.h >= 0 && p.w >= 0, ValueError, "{}: padding must be non-negative, got ({}, {})", op.name, p.h, p.w);
-  MS_CHECK(G >= 1, ValueError, "{}: groups must be positive, got {}", op.name, G);
+  const Int2 s = a.stride, p = a.padding, d = a.dilation;
+  const std::int64_t G = a.groups;
   ConvGeom q{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], s.h, s.w, p.h, p.w, d.h, d.w, G, 0, 0};
   MS_CHECK(q.C % G == 0 && q.O % G == 0, ValueError,
            "{}: groups {} must divide both in_channels {} of input {} and out_channels {} of weight {}", op.name, G, q.C,
@@ -96,9 +135,13 @@ inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, con
   q.Wo = (q.W + 2 * q.pw - ekw) / q.sw + 1;
   return q;
 }
+/// The same, reading the attributes of a node of `op` as conv2d's.
+inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, const Attrs& a) {
+  return conv_geom(op, xs, ws, attrs_as<Conv2dAttrs>(op, a));
+}
 
 inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t groups) {
-  return Attrs{{"stride", stride.list()}, {"padding", padding.list()}, {"dilation", dilation.list()}, {"groups", groups}};
+  return to_attrs(Conv2dAttrs{stride, padding, dilation, groups});
 }
 
 /// dst[0, n) = src[0, n) in SIMD batches. With `spill` the last batch is whole: it also
@@ -488,13 +531,13 @@ MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = -1;  // x, weight and an optional bias
   d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM";
-  d.attr_names = {"stride", "padding", "dilation", "groups"};
+  d.attr_schema = &attr_schema<Conv2dAttrs>("Conv2dAttrs");
   d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in.size() == 2 || in.size() == 3, ValueError, "{}: expected 2 or 3 inputs (x, weight[, bias]), got {}",
              op.name, in.size());
     check_same_dtype(op, in[0], in[1]);
-    detail::ConvGeom q = detail::conv_geom(op, in[0].shape, in[1].shape, a);
+    detail::ConvGeom q = detail::conv_geom(op, in[0].shape, in[1].shape, attrs_as<Conv2dAttrs>(op, a));
     if (in.size() == 3) {
       check_same_dtype(op, in[0], in[2]);
       MS_CHECK(in[2].shape == Shape{q.O}, ShapeError, "{}: bias shape {} does not match out_channels {} of weight {}",
@@ -503,12 +546,14 @@ MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
     out.push_back({in[0].dtype, Shape{q.N, q.O, q.Ho, q.Wo}});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::ConvGeom q = detail::conv_geom(k.op, k.in[0].shape(), k.in[1].shape(), k.attrs);
+    detail::ConvGeom q =
+        detail::conv_geom(k.op, k.in[0].shape(), k.in[1].shape(), attrs_as<Conv2dAttrs>(k.op, k.attrs));
     if (detail::conv_half(detail::ConvPass::forward, k, q)) return;
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    Cost c = detail::conv_cost(op, in, out, a, detail::conv_geom(op, in[0].shape, in[1].shape, a));
+    const auto at = attrs_as<Conv2dAttrs>(op, a);
+    Cost c = detail::conv_cost(op, in, out, a, detail::conv_geom(op, in[0].shape, in[1].shape, at));
     if (in.size() == 3) c.flops += static_cast<double>(numel(out[0].shape));
     return c;
   };
@@ -522,24 +567,27 @@ MS_REGISTRATION(const OpDef& conv2d_grad_input_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "gradient of conv2d w.r.t. its input: col2im(weight^T @ g) (a transposed convolution)";
-  d.attr_names = {"stride", "padding", "dilation", "groups", "input_shape"};
+  d.attr_schema = &attr_schema<Conv2dGradInputAttrs>("Conv2dGradInputAttrs");
   d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     check_same_dtype(op, in[0], in[1]);
-    Shape xs = detail::shape_attr_n(op, a, "input_shape", 4);
-    detail::ConvGeom q = detail::conv_geom(op, xs, in[1].shape, a);
+    const auto at = attrs_as<Conv2dGradInputAttrs>(op, a);
+    const Shape xs(at.input_shape);
+    detail::ConvGeom q = detail::conv_geom(op, xs, in[1].shape, at);
     Shape want{q.N, q.O, q.Ho, q.Wo};
     MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the conv2d output shape {}",
              op.name, shape_str(in[0].shape), shape_str(want));
     out.push_back({in[0].dtype, xs});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::ConvGeom q = detail::conv_geom(k.op, k.out[0].shape(), k.in[1].shape(), k.attrs);
+    detail::ConvGeom q =
+        detail::conv_geom(k.op, k.out[0].shape(), k.in[1].shape(), attrs_as<Conv2dGradInputAttrs>(k.op, k.attrs));
     if (detail::conv_half(detail::ConvPass::grad_input, k, q)) return;
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_grad_input_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    return detail::conv_cost(op, in, out, a, detail::conv_geom(op, out[0].shape, in[1].shape, a));
+    return detail::conv_cost(op, in, out, a,
+                             detail::conv_geom(op, out[0].shape, in[1].shape, attrs_as<Conv2dGradInputAttrs>(op, a)));
   };
   return d;
 }()));
@@ -551,24 +599,27 @@ MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "gradient of conv2d w.r.t. its weight: sum over the batch of g @ im2col(x)^T";
-  d.attr_names = {"stride", "padding", "dilation", "groups", "weight_shape"};
+  d.attr_schema = &attr_schema<Conv2dGradWeightAttrs>("Conv2dGradWeightAttrs");
   d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     check_same_dtype(op, in[0], in[1]);
-    Shape ws = detail::shape_attr_n(op, a, "weight_shape", 4);
-    detail::ConvGeom q = detail::conv_geom(op, in[1].shape, ws, a);
+    const auto at = attrs_as<Conv2dGradWeightAttrs>(op, a);
+    const Shape ws(at.weight_shape);
+    detail::ConvGeom q = detail::conv_geom(op, in[1].shape, ws, at);
     Shape want{q.N, q.O, q.Ho, q.Wo};
     MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the conv2d output shape {}",
              op.name, shape_str(in[0].shape), shape_str(want));
     out.push_back({in[0].dtype, ws});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::ConvGeom q = detail::conv_geom(k.op, k.in[1].shape(), k.out[0].shape(), k.attrs);
+    detail::ConvGeom q =
+        detail::conv_geom(k.op, k.in[1].shape(), k.out[0].shape(), attrs_as<Conv2dGradWeightAttrs>(k.op, k.attrs));
     if (detail::conv_half(detail::ConvPass::grad_weight, k, q)) return;
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv2d_grad_weight_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    return detail::conv_cost(op, in, out, a, detail::conv_geom(op, in[1].shape, out[0].shape, a));
+    return detail::conv_cost(op, in, out, a,
+                             detail::conv_geom(op, in[1].shape, out[0].shape, attrs_as<Conv2dGradWeightAttrs>(op, a)));
   };
   return d;
 }()));

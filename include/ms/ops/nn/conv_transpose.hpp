@@ -43,26 +43,39 @@ Tensor<T> conv_transpose2d(const Tensor<T>& x, const Tensor<T>& w, const Tensor<
 // =============================================================================================
 
 namespace ms::ops {
+
+/// The attributes of conv_transpose2d: those of the convolution whose adjoint it is, and
+/// output_padding (written last, as the API always did).
+struct ConvTranspose2dAttrs : Conv2dAttrs {
+  Int2 output_padding = 0;
+  static auto fields() {
+    return std::tuple_cat(Conv2dAttrs::fields(),
+                          std::tuple{field("output_padding", &ConvTranspose2dAttrs::output_padding, 0)});
+  }
+  void validate(const OpDef& op) const {
+    Conv2dAttrs::validate(op);
+    const Int2 &s = stride, &d = dilation, &o = output_padding;
+    MS_CHECK(o.h >= 0 && o.w >= 0 && (o.h < s.h || o.h < d.h) && (o.w < s.w || o.w < d.w), ValueError,
+             "{}: output_padding ({}, {}) must be non-negative and smaller than either stride ({}, {}) or dilation "
+             "({}, {})",
+             op.name, o.h, o.w, s.h, s.w, d.h, d.w);
+  }
+  /// Whether output_padding reaches the stride on some axis (allowed when it is below the dilation).
+  bool output_padding_past_stride() const { return output_padding.h >= stride.h || output_padding.w >= stride.w; }
+};
+
 namespace detail {
 
 /// The geometry of a transposed convolution, stated as the convolution whose adjoint it is:
 /// that convolution reads the result (N, Cout, Ho, Wo) and writes x's shape (N, Cin, H, W),
 /// with the weight read as conv2d's (O = Cin, Cout / groups, kH, kW).
-inline ConvGeom conv_transpose_geom(const OpDef& op, const Shape& xs, const Shape& ws, const Attrs& a) {
+inline ConvGeom conv_transpose_geom(const OpDef& op, const Shape& xs, const Shape& ws,
+                                    const ConvTranspose2dAttrs& a) {
   MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
   MS_CHECK(ws.rank() == 4, ShapeError,
            "{}: weight must be 4-D (in_channels, out_channels / groups, kH, kW), got shape {}", op.name, shape_str(ws));
-  const Int2 s = pair_attr(op, a, "stride", 1), p = pair_attr(op, a, "padding", 0);
-  const Int2 d = pair_attr(op, a, "dilation", 1), op_ = pair_attr(op, a, "output_padding", 0);
-  const std::int64_t G = a.i("groups", 1);
-  MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
-  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
-  MS_CHECK(p.h >= 0 && p.w >= 0, ValueError, "{}: padding must be non-negative, got ({}, {})", op.name, p.h, p.w);
-  MS_CHECK(G >= 1, ValueError, "{}: groups must be positive, got {}", op.name, G);
-  MS_CHECK(op_.h >= 0 && op_.w >= 0 && (op_.h < s.h || op_.h < d.h) && (op_.w < s.w || op_.w < d.w), ValueError,
-           "{}: output_padding ({}, {}) must be non-negative and smaller than either stride ({}, {}) or dilation "
-           "({}, {})",
-           op.name, op_.h, op_.w, s.h, s.w, d.h, d.w);
+  const Int2 s = a.stride, p = a.padding, d = a.dilation, op_ = a.output_padding;
+  const std::int64_t G = a.groups;
   MS_CHECK(xs[1] == ws[0], ShapeError, "{}: weight {} expects {} input channels, but input {} has {}", op.name,
            shape_str(ws), ws[0], shape_str(xs), xs[1]);
   MS_CHECK(xs[1] % G == 0, ValueError, "{}: groups {} must divide in_channels {} of input {}", op.name, G, xs[1],
@@ -126,20 +139,6 @@ void conv_transpose2d_run(const KernelArgs& k, const ConvGeom& q, bool output_pa
                });
 }
 
-/// Whether output_padding reaches the stride on some axis (allowed when it is below the dilation).
-inline bool output_padding_past_stride(const OpDef& op, const Attrs& a) {
-  const Int2 s = pair_attr(op, a, "stride", 1), op_ = pair_attr(op, a, "output_padding", 0);
-  return op_.h >= s.h || op_.w >= s.w;
-}
-
-/// Attributes of the convolution whose adjoint the transposed one is (without output_padding).
-inline Attrs conv_transpose_conv_attrs(const Attrs& a) {
-  Attrs r;
-  for (const char* key : {"stride", "padding", "dilation", "groups"})
-    if (const AttrValue* v = a.find(key)) r.set(key, *v);
-  return r;
-}
-
 /// d/dx, d/dw and d/db of y = conv_transpose2d(x, w, b) for the output gradient g:
 /// gx = conv2d(g, w) (cut to x's extent: an output_padding past the stride adds windows past
 /// its end), gw = conv2d_grad_weight with the roles swapped (x the convolution's gradient, g
@@ -149,7 +148,8 @@ inline std::vector<AnyTensor> conv_transpose2d_grad(const GradArgs& a) {
   const AnyTensor& g = a.grad_out[0];
   if (!g.defined()) return r;
   const AnyTensor &x = a.in[0], &w = a.in[1];
-  const Attrs ca = conv_transpose_conv_attrs(a.attrs);
+  const Conv2dAttrs c = attrs_as<ConvTranspose2dAttrs>(a.op, a.attrs);  // the convolution, without output_padding
+  const Attrs ca = to_attrs(c);
   const Shape& xs = x.shape();
   if (a.needs_grad(0)) {
     AnyTensor gx = call1(conv2d_op, {g, w}, ca);
@@ -158,12 +158,10 @@ inline std::vector<AnyTensor> conv_transpose2d_grad(const GradArgs& a) {
     r[0] = contiguous(gx);
   }
   if (a.needs_grad(1)) {
-    const ConvGeom q = conv_geom(a.op, g.shape(), w.shape(), ca);  // g as the convolution's input
+    const ConvGeom q = conv_geom(a.op, g.shape(), w.shape(), c);  // g as the convolution's input
     const AnyTensor xe =
         q.Ho != xs[2] || q.Wo != xs[3] ? pad_dims(x, {0, 0, 0, 0}, {0, 0, q.Ho - xs[2], q.Wo - xs[3]}) : x;
-    Attrs wa = ca;
-    wa.set("weight_shape", w.shape().vec());
-    r[1] = call1(conv2d_grad_weight_op, {xe, g}, wa);
+    r[1] = call1(conv2d_grad_weight_op, {xe, g}, to_attrs(Conv2dGradWeightAttrs{c, w.shape().vec()}));
   }
   if (a.in.size() > 2 && a.needs_grad(2)) r[2] = sum(g, {0, 2, 3}, false);
   return r;
@@ -181,12 +179,14 @@ MS_REGISTRATION(const OpDef& conv_transpose2d_op, registry().add([] {
   d.doc = "transposed 2-D convolution of x (N, Cin, H, W) with weight (Cin, Cout/groups, kH, kW) and optional bias "
           "(Cout,); col2im(weight^T @ x), the adjoint of conv2d";
   d.attr_names = {"stride", "padding", "output_padding", "dilation", "groups"};
+  d.attr_schema = &attr_schema<ConvTranspose2dAttrs>("ConvTranspose2dAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in.size() == 2 || in.size() == 3, ValueError, "{}: expected 2 or 3 inputs (x, weight[, bias]), got {}",
              op.name, in.size());
     check_same_dtype(op, in[0], in[1]);
-    const detail::ConvGeom q = detail::conv_transpose_geom(op, in[0].shape, in[1].shape, a);
+    const detail::ConvGeom q =
+        detail::conv_transpose_geom(op, in[0].shape, in[1].shape, attrs_as<ConvTranspose2dAttrs>(op, a));
     if (in.size() == 3) {
       check_same_dtype(op, in[0], in[2]);
       MS_CHECK(in[2].shape == Shape{q.C}, ShapeError,
@@ -196,13 +196,15 @@ MS_REGISTRATION(const OpDef& conv_transpose2d_op, registry().add([] {
     out.push_back({in[0].dtype, Shape{q.N, q.C, q.H, q.W}});
   };
   d.kernel = [](const KernelArgs& k) {
-    const detail::ConvGeom q = detail::conv_transpose_geom(k.op, k.in[0].shape(), k.in[1].shape(), k.attrs);
-    const bool past = detail::output_padding_past_stride(k.op, k.attrs);
+    const auto at = attrs_as<ConvTranspose2dAttrs>(k.op, k.attrs);
+    const detail::ConvGeom q = detail::conv_transpose_geom(k.op, k.in[0].shape(), k.in[1].shape(), at);
+    const bool past = at.output_padding_past_stride();
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::conv_transpose2d_run<T>(k, q, past); });
   };
   d.grad = &detail::conv_transpose2d_grad;
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    Cost c = detail::conv_cost(op, in, out, a, detail::conv_transpose_geom(op, in[0].shape, in[1].shape, a));
+    const auto at = attrs_as<ConvTranspose2dAttrs>(op, a);
+    Cost c = detail::conv_cost(op, in, out, a, detail::conv_transpose_geom(op, in[0].shape, in[1].shape, at));
     if (in.size() == 3) c.flops += static_cast<double>(numel(out[0].shape));
     return c;
   };
@@ -211,7 +213,7 @@ MS_REGISTRATION(const OpDef& conv_transpose2d_op, registry().add([] {
 
 inline AnyTensor conv_transpose2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b, Int2 stride,
                                   Int2 padding, Int2 output_padding, std::int64_t groups, Int2 dilation) {
-  Attrs a = detail::conv_attrs(stride, padding, dilation, groups).set("output_padding", output_padding.list());
+  const Attrs a = to_attrs(ConvTranspose2dAttrs{{stride, padding, dilation, groups}, output_padding});
   return b.defined() ? call1(conv_transpose2d_op, {x, w, b}, a) : call1(conv_transpose2d_op, {x, w}, a);
 }
 

@@ -65,13 +65,62 @@ namespace detail {
 
 /// The reduction attribute: "mean", "sum" or "none".
 enum class Reduction : std::uint8_t { mean, sum, none };
-inline Reduction reduction_attr(const OpDef& op, const Attrs& a) {
-  const std::string& r = a.has("reduction") ? a.str("reduction") : std::string("mean");
+inline Reduction reduction_kind(const OpDef& op, const std::string& r) {
   if (r == "mean") return Reduction::mean;
   if (r == "sum") return Reduction::sum;
   if (r == "none") return Reduction::none;
   MS_THROW(ValueError, "{}: reduction must be \"mean\", \"sum\" or \"none\", got \"{}\"", op.name, r);
 }
+
+}  // namespace detail
+
+/// The attributes of mse_loss (see ops/attr_struct.hpp).
+struct MseLossAttrs {
+  std::string reduction = "mean";
+  static auto fields() { return std::tuple{field("reduction", &MseLossAttrs::reduction, "mean")}; }
+  void validate(const OpDef& op) const { detail::reduction_kind(op, reduction); }
+  /// The reduction as an enum (validate has checked the name).
+  detail::Reduction kind() const {
+    if (reduction == "sum") return detail::Reduction::sum;
+    return reduction == "none" ? detail::Reduction::none : detail::Reduction::mean;
+  }
+};
+/// The attributes of cross_entropy and cross_entropy_grad.
+struct CrossEntropyAttrs : MseLossAttrs {
+  double label_smoothing = 0.0;
+  std::int64_t ignore_index = -100;
+  static auto fields() {
+    return std::tuple_cat(MseLossAttrs::fields(),
+                          std::tuple{field("label_smoothing", &CrossEntropyAttrs::label_smoothing, 0.0),
+                                     field("ignore_index", &CrossEntropyAttrs::ignore_index, -100)});
+  }
+  void validate(const OpDef& op) const {
+    MseLossAttrs::validate(op);
+    const double ls = label_smoothing;
+    MS_CHECK(ls >= 0.0 && ls <= 1.0, ValueError, "{}: label_smoothing must be in [0, 1], got {}", op.name, ls);
+  }
+};
+/// The attributes of nll_loss.
+struct NllLossAttrs : MseLossAttrs {
+  std::int64_t ignore_index = -100;
+  static auto fields() {
+    return std::tuple_cat(MseLossAttrs::fields(), std::tuple{field("ignore_index", &NllLossAttrs::ignore_index, -100)});
+  }
+};
+/// The attributes of nll_loss_grad: nll_loss's and the number of classes.
+struct NllLossGradAttrs : NllLossAttrs {
+  std::int64_t num_classes = 0;
+  static auto fields() {
+    return std::tuple_cat(NllLossAttrs::fields(),
+                          std::tuple{required_field("num_classes", &NllLossGradAttrs::num_classes)});
+  }
+  void validate(const OpDef& op) const {
+    NllLossAttrs::validate(op);
+    MS_CHECK(num_classes >= 0, ValueError, "{}: num_classes must be non-negative, got {}", op.name, num_classes);
+  }
+};
+
+namespace detail {
 
 // ---- losses ---------------------------------------------------------------------------------------
 
@@ -158,9 +207,10 @@ template <class T>
 void cross_entropy_run(const KernelArgs& k) {
   const AnyTensor z = contiguous_raw(k.in[0]);
   const AnyTensor& target = k.in[1];
-  const Reduction red = reduction_attr(k.op, k.attrs);
-  const double eps = k.attrs.f("label_smoothing", 0.0);
-  const std::int64_t ignore = k.attrs.i("ignore_index", -100);
+  const auto at = attrs_as<CrossEntropyAttrs>(k.op, k.attrs);
+  const Reduction red = at.kind();
+  const double eps = at.label_smoothing;
+  const std::int64_t ignore = at.ignore_index;
   const std::int64_t N = z.shape()[0], C = z.shape()[1];
   check_targets(k.op, target, C, ignore);
   const T* zp = static_cast<const T*>(z.raw_data());
@@ -193,9 +243,10 @@ void cross_entropy_grad_run(const KernelArgs& k) {
   const AnyTensor z = contiguous_raw(k.in[0]);
   const AnyTensor& target = k.in[1];
   const AnyTensor g = contiguous_raw(k.in[2]);
-  const Reduction red = reduction_attr(k.op, k.attrs);
-  const double eps = k.attrs.f("label_smoothing", 0.0);
-  const std::int64_t ignore = k.attrs.i("ignore_index", -100);
+  const auto at = attrs_as<CrossEntropyAttrs>(k.op, k.attrs);
+  const Reduction red = at.kind();
+  const double eps = at.label_smoothing;
+  const std::int64_t ignore = at.ignore_index;
   const std::int64_t N = z.shape()[0], C = z.shape()[1];
   check_targets(k.op, target, C, ignore);
   const double denom = red == Reduction::mean ? static_cast<double>(count_kept(target, ignore)) : 1.0;
@@ -223,12 +274,6 @@ void cross_entropy_grad_run(const KernelArgs& k) {
   }, 1);
 }
 
-inline void check_ce_attrs(const OpDef& op, const Attrs& a) {
-  reduction_attr(op, a);
-  const double ls = a.f("label_smoothing", 0.0);
-  MS_CHECK(ls >= 0.0 && ls <= 1.0, ValueError, "{}: label_smoothing must be in [0, 1], got {}", op.name, ls);
-}
-
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------
@@ -241,12 +286,12 @@ MS_REGISTRATION(const OpDef& cross_entropy_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "cross entropy of logits (N, C) and int64 targets (N,) with a fused, stable log_softmax; label smoothing";
-  d.attr_names = {"reduction", "label_smoothing", "ignore_index"};
+  d.attr_schema = &attr_schema<CrossEntropyAttrs>("CrossEntropyAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::check_class_target(op, in[0], in[1], "logits");
-    detail::check_ce_attrs(op, a);
-    out.push_back({in[0].dtype, detail::loss_shape(detail::reduction_attr(op, a), in[0].shape[0])});
+    const auto at = attrs_as<CrossEntropyAttrs>(op, a);
+    out.push_back({in[0].dtype, detail::loss_shape(at.kind(), in[0].shape[0])});
   };
   d.kernel = [](const KernelArgs& k) {
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::cross_entropy_run<T>(k); });
@@ -262,12 +307,12 @@ MS_REGISTRATION(const OpDef& cross_entropy_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 3;
   d.doc = "gradient of cross_entropy w.r.t. the logits: g * (softmax - smoothed one-hot) (/ count for mean)";
-  d.attr_names = {"reduction", "label_smoothing", "ignore_index"};
+  d.attr_schema = &attr_schema<CrossEntropyAttrs>("CrossEntropyAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::check_class_target(op, in[0], in[1], "logits");
-    detail::check_ce_attrs(op, a);
-    detail::check_loss_grad(op, in[2], detail::reduction_attr(op, a), in[0].shape[0], in[0].dtype);
+    const auto at = attrs_as<CrossEntropyAttrs>(op, a);
+    detail::check_loss_grad(op, in[2], at.kind(), in[0].shape[0], in[0].dtype);
     out.push_back(in[0]);
   };
   d.kernel = [](const KernelArgs& k) {
@@ -285,16 +330,17 @@ MS_REGISTRATION(const OpDef& nll_loss_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "negative log likelihood: -log_probs[i, target[i]] for log_probs (N, C), reduced by mean/sum/none";
-  d.attr_names = {"reduction", "ignore_index"};
+  d.attr_schema = &attr_schema<NllLossAttrs>("NllLossAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::check_class_target(op, in[0], in[1], "log_probs");
-    out.push_back({in[0].dtype, detail::loss_shape(detail::reduction_attr(op, a), in[0].shape[0])});
+    out.push_back({in[0].dtype, detail::loss_shape(attrs_as<NllLossAttrs>(op, a).kind(), in[0].shape[0])});
   };
   d.kernel = [](const KernelArgs& k) {
     const AnyTensor lp = detail::contiguous_raw(k.in[0]);
     const AnyTensor& target = k.in[1];
-    const std::int64_t ignore = k.attrs.i("ignore_index", -100);
+    const auto at = attrs_as<NllLossAttrs>(k.op, k.attrs);
+    const std::int64_t ignore = at.ignore_index;
     const std::int64_t N = lp.shape()[0], C = lp.shape()[1];
     detail::check_targets(k.op, target, C, ignore);
     const std::int64_t* tp = static_cast<const std::int64_t*>(target.raw_data());
@@ -309,7 +355,7 @@ MS_REGISTRATION(const OpDef& nll_loss_op, registry().add([] {
         row[static_cast<std::size_t>(i)] = -static_cast<double>(p[i * C + t]);
         keep[static_cast<std::size_t>(i)] = 1;
       }
-      detail::reduce_loss(row, keep, detail::reduction_attr(k.op, k.attrs), static_cast<T*>(k.out[0].raw_data()));
+      detail::reduce_loss(row, keep, at.kind(), static_cast<T*>(k.out[0].raw_data()));
     });
   };
   d.cost = [](const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
@@ -326,21 +372,23 @@ MS_REGISTRATION(const OpDef& nll_loss_grad_op, registry().add([] {
   d.num_inputs = 2;
   d.doc = "gradient of nll_loss w.r.t. log_probs: -g at [i, target[i]] (/ count for mean), 0 elsewhere";
   d.attr_names = {"num_classes", "reduction", "ignore_index"};
+  d.attr_schema = &attr_schema<NllLossGradAttrs>("NllLossGradAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.elementwise.dispatch_input = 1;  // the dtype is the gradient's
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in[0].dtype == DType::i64 && in[0].shape.rank() == 1, DTypeError,
              "{}: target must be 1-D int64, got {} {}", op.name, in[0].dtype, shape_str(in[0].shape));
-    const std::int64_t C = a.i("num_classes");
-    MS_CHECK(C >= 0, ValueError, "{}: num_classes must be non-negative, got {}", op.name, C);
-    detail::check_loss_grad(op, in[1], detail::reduction_attr(op, a), in[0].shape[0], in[1].dtype);
+    const auto at = attrs_as<NllLossGradAttrs>(op, a);
+    const std::int64_t C = at.num_classes;
+    detail::check_loss_grad(op, in[1], at.kind(), in[0].shape[0], in[1].dtype);
     out.push_back({in[1].dtype, Shape{in[0].shape[0], C}});
   };
   d.kernel = [](const KernelArgs& k) {
     const AnyTensor& target = k.in[0];
     const AnyTensor g = detail::contiguous_raw(k.in[1]);
-    const std::int64_t ignore = k.attrs.i("ignore_index", -100), C = k.attrs.i("num_classes");
-    const detail::Reduction red = detail::reduction_attr(k.op, k.attrs);
+    const auto at = attrs_as<NllLossGradAttrs>(k.op, k.attrs);
+    const std::int64_t ignore = at.ignore_index, C = at.num_classes;
+    const detail::Reduction red = at.kind();
     detail::check_targets(k.op, target, C, ignore);
     const std::int64_t N = target.shape()[0], ts = target.strides()[0];
     const std::int64_t* tp = static_cast<const std::int64_t*>(target.raw_data());
@@ -367,17 +415,18 @@ MS_REGISTRATION(const OpDef& mse_loss_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "squared error (a - b)^2 of two same-shape tensors, reduced by mean/sum/none";
-  d.attr_names = {"reduction"};
+  d.attr_schema = &attr_schema<MseLossAttrs>("MseLossAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     check_same_dtype(op, in[0], in[1]);
     MS_CHECK(in[0].shape == in[1].shape, ShapeError, "{}: shapes {} and {} differ", op.name, shape_str(in[0].shape),
              shape_str(in[1].shape));
-    out.push_back({in[0].dtype, detail::reduction_attr(op, a) == detail::Reduction::none ? in[0].shape : Shape{}});
+    const bool none = attrs_as<MseLossAttrs>(op, a).kind() == detail::Reduction::none;
+    out.push_back({in[0].dtype, none ? in[0].shape : Shape{}});
   };
   d.kernel = [](const KernelArgs& k) {
     const AnyTensor a = detail::contiguous_raw(k.in[0]), b = detail::contiguous_raw(k.in[1]);
-    const detail::Reduction red = detail::reduction_attr(k.op, k.attrs);
+    const detail::Reduction red = attrs_as<MseLossAttrs>(k.op, k.attrs).kind();
     const std::int64_t n = a.numel();
     detail::visit_float(k, a.dtype(), [&]<class T>() {
       const T* ap = static_cast<const T*>(a.raw_data());
@@ -406,16 +455,15 @@ MS_REGISTRATION(const OpDef& mse_loss_op, registry().add([] {
 inline AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction,
                                double label_smoothing, std::int64_t ignore_index) {
   return call1(cross_entropy_op, {logits, target},
-               Attrs{{"reduction", std::string(reduction)}, {"label_smoothing", label_smoothing},
-                     {"ignore_index", ignore_index}});
+               to_attrs(CrossEntropyAttrs{{std::string(reduction)}, label_smoothing, ignore_index}));
 }
 inline AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction,
                           std::int64_t ignore_index) {
   return call1(nll_loss_op, {log_probs, target},
-               Attrs{{"reduction", std::string(reduction)}, {"ignore_index", ignore_index}});
+               to_attrs(NllLossAttrs{{std::string(reduction)}, ignore_index}));
 }
 inline AnyTensor mse_loss(const AnyTensor& a, const AnyTensor& b, std::string_view reduction) {
-  return call1(mse_loss_op, {a, b}, Attrs{{"reduction", std::string(reduction)}});
+  return call1(mse_loss_op, {a, b}, to_attrs(MseLossAttrs{std::string(reduction)}));
 }
 
 }  // namespace ms::ops

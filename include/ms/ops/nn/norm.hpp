@@ -55,6 +55,45 @@ Tensor<T> layer_norm(const Tensor<T>& x, const ops::IntList& normalized_shape, c
 // =============================================================================================
 
 namespace ms::ops {
+
+/// The attributes of batch_norm (see ops/attr_struct.hpp).
+struct BatchNormAttrs {
+  bool training = false;
+  double momentum = 0.1, eps = 1e-5;
+  static auto fields() {
+    using S = BatchNormAttrs;
+    return std::tuple{field("training", &S::training, false), field("momentum", &S::momentum, 0.1),
+                      field("eps", &S::eps, 1e-5)};
+  }
+  void validate(const OpDef& op) const {
+    MS_CHECK(eps >= 0, ValueError, "{}: eps must be non-negative, got {}", op.name, eps);
+  }
+};
+/// The attributes of batch_norm_grad.
+struct BatchNormGradAttrs {
+  bool training = false;
+  static auto fields() { return std::tuple{field("training", &BatchNormGradAttrs::training, false)}; }
+};
+/// The attributes of layer_norm.
+struct LayerNormAttrs {
+  IntList normalized_shape;
+  double eps = 1e-5;
+  static auto fields() {
+    return std::tuple{required_field("normalized_shape", &LayerNormAttrs::normalized_shape),
+                      field("eps", &LayerNormAttrs::eps, 1e-5)};
+  }
+  void validate(const OpDef& op) const {
+    MS_CHECK(eps >= 0, ValueError, "{}: eps must be non-negative, got {}", op.name, eps);
+  }
+};
+/// The attributes of layer_norm_grad.
+struct LayerNormGradAttrs {
+  IntList normalized_shape;
+  static auto fields() {
+    return std::tuple{required_field("normalized_shape", &LayerNormGradAttrs::normalized_shape)};
+  }
+};
+
 namespace detail {
 
 // ---- normalization ------------------------------------------------------------------------------
@@ -74,8 +113,9 @@ inline void bn_dims(const Shape& s, std::int64_t& N, std::int64_t& C, std::int64
 template <class T>
 void batch_norm_run(const KernelArgs& k) {
   const AnyTensor x = contiguous_raw(k.in[0]);
-  const bool training = k.attrs.b("training");
-  const double momentum = k.attrs.f("momentum", 0.1), eps = k.attrs.f("eps", 1e-5);
+  const auto at = attrs_as<BatchNormAttrs>(k.op, k.attrs);
+  const bool training = at.training;
+  const double momentum = at.momentum, eps = at.eps;
   std::int64_t N, C, S;
   bn_dims(x.shape(), N, C, S);
   const std::int64_t M = N * S;
@@ -136,7 +176,7 @@ void batch_norm_run(const KernelArgs& k) {
 template <class T>
 void batch_norm_grad_run(const KernelArgs& k) {
   const AnyTensor g = contiguous_raw(k.in[0]), x = contiguous_raw(k.in[1]);
-  const bool training = k.attrs.b("training");
+  const bool training = attrs_as<BatchNormGradAttrs>(k.op, k.attrs).training;
   std::int64_t N, C, S;
   bn_dims(x.shape(), N, C, S);
   const std::int64_t M = N * S;
@@ -182,8 +222,7 @@ void batch_norm_grad_run(const KernelArgs& k) {
 }
 
 /// (rows, D): D is the product of normalized_shape, validated against the input's trailing dims.
-inline std::int64_t ln_cols(const OpDef& op, const Shape& xs, const Attrs& a, Shape* outer = nullptr) {
-  const IntList& ns = a.ints("normalized_shape");
+inline std::int64_t ln_cols(const OpDef& op, const Shape& xs, const IntList& ns, Shape* outer = nullptr) {
   const int k = static_cast<int>(ns.size());
   MS_CHECK(k >= 1 && k <= xs.rank(), ShapeError, "{}: normalized_shape {} does not fit input {}", op.name, nn_ints_str(ns),
            shape_str(xs));
@@ -204,8 +243,9 @@ inline std::int64_t ln_cols(const OpDef& op, const Shape& xs, const Attrs& a, Sh
 template <class T>
 void layer_norm_run(const KernelArgs& k) {
   const AnyTensor x = contiguous_raw(k.in[0]);
-  const double eps = k.attrs.f("eps", 1e-5);
-  const std::int64_t D = ln_cols(k.op, x.shape(), k.attrs), R = D == 0 ? 0 : x.numel() / D;
+  const auto at = attrs_as<LayerNormAttrs>(k.op, k.attrs);
+  const double eps = at.eps;
+  const std::int64_t D = ln_cols(k.op, x.shape(), at.normalized_shape), R = D == 0 ? 0 : x.numel() / D;
   AnyTensor w = k.in.size() > 1 ? contiguous_raw(k.in[1]) : AnyTensor();
   AnyTensor b = k.in.size() > 2 ? contiguous_raw(k.in[2]) : AnyTensor();
   const T* xp = static_cast<const T*>(x.raw_data());
@@ -248,7 +288,8 @@ void layer_norm_grad_run(const KernelArgs& k) {
   const AnyTensor g = contiguous_raw(k.in[0]), x = contiguous_raw(k.in[1]);
   const AnyTensor mean = contiguous_raw(k.in[2]), rstd = contiguous_raw(k.in[3]);
   const AnyTensor w = k.in.size() > 4 ? contiguous_raw(k.in[4]) : AnyTensor();
-  const std::int64_t D = ln_cols(k.op, x.shape(), k.attrs), R = D == 0 ? 0 : x.numel() / D;
+  const auto at = attrs_as<LayerNormGradAttrs>(k.op, k.attrs);
+  const std::int64_t D = ln_cols(k.op, x.shape(), at.normalized_shape), R = D == 0 ? 0 : x.numel() / D;
   const T* gp = static_cast<const T*>(g.raw_data());
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* mp = static_cast<const T*>(mean.raw_data());
@@ -310,7 +351,7 @@ MS_REGISTRATION(const OpDef& batch_norm_op, registry().add([] {
   d.doc = "batch normalization over axis 1 of x (N, C, ...); outputs y, mean, invstd. SIDE EFFECT: training=true "
           "updates the running_mean/running_var INPUTS in place (momentum, unbiased variance), in eager mode and on "
           "every graph replay";
-  d.attr_names = {"training", "momentum", "eps"};
+  d.attr_schema = &attr_schema<BatchNormAttrs>("BatchNormAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.writes_inputs = (1u << 3) | (1u << 4);  // running_mean, running_var
   d.writes_when = [](const Attrs& a, std::size_t num_inputs) { return num_inputs == 5 && a.b("training"); };
@@ -326,12 +367,12 @@ MS_REGISTRATION(const OpDef& batch_norm_op, registry().add([] {
       detail::check_channel_vec(op, x, in[3], "running_mean");
       detail::check_channel_vec(op, x, in[4], "running_var");
     }
-    const bool training = a.b("training");
+    const auto at = attrs_as<BatchNormAttrs>(op, a);
+    const bool training = at.training;
     MS_CHECK(training || in.size() == 5, ValueError, "{}: eval mode (training=false) needs running_mean and running_var",
              op.name);
     MS_CHECK(!training || numel(x.shape) / std::max<std::int64_t>(1, x.shape[1]) > 1 || numel(x.shape) == 0, ValueError,
              "{}: training needs more than 1 value per channel, got input shape {}", op.name, shape_str(x.shape));
-    MS_CHECK(a.f("eps", 1e-5) >= 0, ValueError, "{}: eps must be non-negative, got {}", op.name, a.f("eps", 1e-5));
     out.push_back(x);
     out.push_back({x.dtype, Shape{x.shape[1]}});
     out.push_back({x.dtype, Shape{x.shape[1]}});
@@ -350,9 +391,10 @@ MS_REGISTRATION(const OpDef& batch_norm_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 5;
   d.doc = "gradient of batch_norm w.r.t. x, weight and bias, from the saved mean and invstd";
-  d.attr_names = {"training"};
+  d.attr_schema = &attr_schema<BatchNormGradAttrs>("BatchNormGradAttrs");
   d.cpu_dtypes = kFloatTypes;
-  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs&, MetaList& out) {
+  d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
+    attrs_as<BatchNormGradAttrs>(op, a);  // known names and kinds
     const TensorMeta& x = in[1];
     MS_CHECK(x.shape.rank() >= 2, ShapeError, "{}: input must have at least 2 dims (N, C, ...), got shape {}", op.name,
              shape_str(x.shape));
@@ -380,20 +422,20 @@ MS_REGISTRATION(const OpDef& layer_norm_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = -1;  // x and optionally weight, bias
   d.doc = "layer normalization over the trailing normalized_shape dims; outputs y, mean, rstd";
-  d.attr_names = {"normalized_shape", "eps"};
+  d.attr_schema = &attr_schema<LayerNormAttrs>("LayerNormAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in.size() >= 1 && in.size() <= 3, ValueError, "{}: expected 1 to 3 inputs (x[, weight[, bias]]), got {}",
              op.name, in.size());
+    const auto at = attrs_as<LayerNormAttrs>(op, a);
     Shape outer;
-    detail::ln_cols(op, in[0].shape, a, &outer);
-    const Shape ns(a.ints("normalized_shape"));
+    detail::ln_cols(op, in[0].shape, at.normalized_shape, &outer);
+    const Shape ns(at.normalized_shape);
     for (std::size_t i = 1; i < in.size(); ++i) {
       check_same_dtype(op, in[0], in[i]);
       MS_CHECK(in[i].shape == ns, ShapeError, "{}: {} shape {} does not match normalized_shape {}", op.name,
                i == 1 ? "weight" : "bias", shape_str(in[i].shape), shape_str(ns));
     }
-    MS_CHECK(a.f("eps", 1e-5) >= 0, ValueError, "{}: eps must be non-negative, got {}", op.name, a.f("eps", 1e-5));
     out.push_back(in[0]);
     out.push_back({in[0].dtype, outer});
     out.push_back({in[0].dtype, outer});
@@ -412,14 +454,15 @@ MS_REGISTRATION(const OpDef& layer_norm_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = -1;  // g, x, mean, rstd and optionally weight
   d.doc = "gradient of layer_norm w.r.t. x, weight and bias, from the saved mean and rstd";
-  d.attr_names = {"normalized_shape"};
+  d.attr_schema = &attr_schema<LayerNormGradAttrs>("LayerNormGradAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     MS_CHECK(in.size() == 4 || in.size() == 5, ValueError,
              "{}: expected 4 or 5 inputs (g, x, mean, rstd[, weight]), got {}", op.name, in.size());
+    const auto at = attrs_as<LayerNormGradAttrs>(op, a);
     Shape outer;
-    detail::ln_cols(op, in[1].shape, a, &outer);
-    const Shape ns(a.ints("normalized_shape"));
+    detail::ln_cols(op, in[1].shape, at.normalized_shape, &outer);
+    const Shape ns(at.normalized_shape);
     for (std::size_t i = 0; i < in.size(); ++i) check_same_dtype(op, in[1], in[i]);
     MS_CHECK(in[0].shape == in[1].shape, ShapeError, "{}: gradient shape {} does not match input {}", op.name,
              shape_str(in[0].shape), shape_str(in[1].shape));
@@ -451,7 +494,7 @@ inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const A
   const Shape c{x.shape()[1]};
   AnyTensor w = weight.defined() ? weight : ones(c, x.dtype());
   AnyTensor b = bias.defined() ? bias : zeros(c, x.dtype());
-  Attrs a{{"training", training}, {"momentum", momentum}, {"eps", eps}};
+  const Attrs a = to_attrs(BatchNormAttrs{training, momentum, eps});
   std::vector<AnyTensor> in{x, w, b};
   if (running_mean.defined()) {
     in.push_back(running_mean);
@@ -461,7 +504,7 @@ inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const A
 }
 inline AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight,
                             const AnyTensor& bias, double eps) {
-  Attrs a{{"normalized_shape", normalized_shape}, {"eps", eps}};
+  const Attrs a = to_attrs(LayerNormAttrs{normalized_shape, eps});
   std::vector<AnyTensor> in{x};
   if (weight.defined() || bias.defined()) in.push_back(weight.defined() ? weight : ones(Shape(normalized_shape), x.dtype()));
   if (bias.defined()) in.push_back(bias);

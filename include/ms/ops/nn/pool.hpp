@@ -71,6 +71,114 @@ Tensor<T> adaptive_avg_pool2d(const Tensor<T>& x, Int2 output_size) { return ops
 // =============================================================================================
 
 namespace ms::ops {
+
+/// The window of a pooling as the geometry reads it (from MaxPool2dAttrs or AvgPool2dAttrs).
+struct PoolWindow {
+  Int2 kernel_size = 1, stride = 1, padding = 0, dilation = 1;
+  bool ceil_mode = false;
+  std::int64_t divisor = 0;  ///< avg_pool2d's divisor_override (0: none)
+};
+
+namespace detail {
+/// The attribute checks that need no input shape, in the order the messages were always given.
+inline void check_pool_window(const OpDef& op, const PoolWindow& w, std::optional<std::int64_t> divisor) {
+  const Int2 &kz = w.kernel_size, &s = w.stride, &p = w.padding, &d = w.dilation;
+  MS_CHECK(kz.h >= 1 && kz.w >= 1, ValueError, "{}: kernel_size must be positive, got ({}, {})", op.name, kz.h, kz.w);
+  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
+  MS_CHECK(!divisor || *divisor >= 1, ValueError, "{}: divisor_override must be positive, got {}", op.name,
+           divisor.value_or(0));
+  MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
+  MS_CHECK(p.h >= 0 && p.w >= 0 && 2 * p.h <= kz.h && 2 * p.w <= kz.w, ValueError,
+           "{}: padding ({}, {}) must be non-negative and at most half of kernel_size ({}, {})", op.name, p.h, p.w,
+           kz.h, kz.w);
+}
+}  // namespace detail
+
+/// The attributes of max_pool2d (see ops/attr_struct.hpp); dilation and ceil_mode are written
+/// only when they differ from their defaults, so graphs and frozen models without them read
+/// and print as before.
+struct MaxPool2dAttrs {
+  Int2 kernel_size;
+  std::optional<Int2> stride;  ///< unset: kernel_size
+  Int2 padding = 0, dilation = 1;
+  bool ceil_mode = false;
+  static auto fields() {
+    using S = MaxPool2dAttrs;
+    return std::tuple{required_field("kernel_size", &S::kernel_size), field("stride", &S::stride, std::nullopt),
+                      field("padding", &S::padding, 0), field("dilation", &S::dilation, 1, Emit::unless_default),
+                      field("ceil_mode", &S::ceil_mode, false, Emit::unless_default)};
+  }
+  PoolWindow window() const { return {kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode, 0}; }
+  void validate(const OpDef& op) const { detail::check_pool_window(op, window(), std::nullopt); }
+};
+/// max_pool2d_grad: max_pool2d's attributes and the forward input's shape.
+struct MaxPool2dGradAttrs : MaxPool2dAttrs {
+  IntList input_shape;
+  static auto fields() {
+    return std::tuple_cat(MaxPool2dAttrs::fields(),
+                          std::tuple{required_field("input_shape", &MaxPool2dGradAttrs::input_shape)});
+  }
+  void validate(const OpDef& op) const {
+    MaxPool2dAttrs::validate(op);
+    detail::shape_n(op, "input_shape", input_shape, 4);
+  }
+};
+
+/// The attributes of avg_pool2d; ceil_mode is written only when set, divisor_override only when given.
+struct AvgPool2dAttrs {
+  Int2 kernel_size;
+  std::optional<Int2> stride;  ///< unset: kernel_size
+  Int2 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  std::optional<std::int64_t> divisor_override;
+  static auto fields() {
+    using S = AvgPool2dAttrs;
+    return std::tuple{required_field("kernel_size", &S::kernel_size), field("stride", &S::stride, std::nullopt),
+                      field("padding", &S::padding, 0), field("ceil_mode", &S::ceil_mode, false, Emit::unless_default),
+                      field("count_include_pad", &S::count_include_pad, true),
+                      field("divisor_override", &S::divisor_override, std::nullopt)};
+  }
+  PoolWindow window() const {
+    return {kernel_size, stride.value_or(kernel_size), padding, 1, ceil_mode, divisor_override.value_or(0)};
+  }
+  void validate(const OpDef& op) const { detail::check_pool_window(op, window(), divisor_override); }
+};
+/// avg_pool2d_grad: avg_pool2d's attributes and the forward input's shape.
+struct AvgPool2dGradAttrs : AvgPool2dAttrs {
+  IntList input_shape;
+  static auto fields() {
+    return std::tuple_cat(AvgPool2dAttrs::fields(),
+                          std::tuple{required_field("input_shape", &AvgPool2dGradAttrs::input_shape)});
+  }
+  void validate(const OpDef& op) const {
+    AvgPool2dAttrs::validate(op);
+    detail::shape_n(op, "input_shape", input_shape, 4);
+  }
+};
+
+/// The attributes of adaptive_avg_pool2d.
+struct AdaptiveAvgPool2dAttrs {
+  Int2 output_size;
+  static auto fields() { return std::tuple{required_field("output_size", &AdaptiveAvgPool2dAttrs::output_size)}; }
+  void validate(const OpDef& op) const {
+    const Int2& o = output_size;
+    MS_CHECK(o.h >= 1 && o.w >= 1, ValueError, "{}: output_size must be positive, got ({}, {})", op.name, o.h, o.w);
+  }
+};
+/// adaptive_avg_pool2d_grad: the output size and the forward input's shape.
+struct AdaptiveAvgPool2dGradAttrs : AdaptiveAvgPool2dAttrs {
+  IntList input_shape;
+  static auto fields() {
+    return std::tuple_cat(AdaptiveAvgPool2dAttrs::fields(),
+                          std::tuple{required_field("input_shape", &AdaptiveAvgPool2dGradAttrs::input_shape)});
+  }
+  void validate(const OpDef& op) const {
+    AdaptiveAvgPool2dAttrs::validate(op);
+    detail::shape_n(op, "input_shape", input_shape, 4);
+  }
+};
+
 namespace detail {
 
 // ---- pooling --------------------------------------------------------------------------------------
@@ -96,52 +204,28 @@ inline std::int64_t pool_out_size(std::int64_t n, std::int64_t k, std::int64_t s
   return o;
 }
 
-/// Validates a pooling of an input of shape xs (kernel_size, stride = kernel_size, padding).
-inline PoolGeom pool_geom(const OpDef& op, const Shape& xs, const Attrs& a) {
+/// The geometry of a pooling of an input of shape xs with the (validated) window w.
+inline PoolGeom pool_geom(const OpDef& op, const Shape& xs, const PoolWindow& w) {
   MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
-  MS_CHECK(a.has("kernel_size"), ValueError, "{}: attribute 'kernel_size' is missing", op.name);
-  Int2 kz = pair_attr(op, a, "kernel_size", 1);
-  Int2 s = pair_attr(op, a, "stride", kz), p = pair_attr(op, a, "padding", 0), d = pair_attr(op, a, "dilation", 1);
-  const bool ceil_mode = a.b("ceil_mode", false);
-  const std::int64_t divisor = a.i("divisor_override", 0);
-  MS_CHECK(kz.h >= 1 && kz.w >= 1, ValueError, "{}: kernel_size must be positive, got ({}, {})", op.name, kz.h, kz.w);
-  MS_CHECK(d.h >= 1 && d.w >= 1, ValueError, "{}: dilation must be positive, got ({}, {})", op.name, d.h, d.w);
-  MS_CHECK(!a.has("divisor_override") || divisor >= 1, ValueError, "{}: divisor_override must be positive, got {}",
-           op.name, divisor);
-  MS_CHECK(s.h >= 1 && s.w >= 1, ValueError, "{}: stride must be positive, got ({}, {})", op.name, s.h, s.w);
-  MS_CHECK(p.h >= 0 && p.w >= 0 && 2 * p.h <= kz.h && 2 * p.w <= kz.w, ValueError,
-           "{}: padding ({}, {}) must be non-negative and at most half of kernel_size ({}, {})", op.name, p.h, p.w,
-           kz.h, kz.w);
+  const Int2 kz = w.kernel_size, s = w.stride, p = w.padding, d = w.dilation;
   PoolGeom q{xs[0], xs[1], xs[2], xs[3], kz.h, kz.w, s.h, s.w, p.h, p.w, 0, 0};
-  q.dh = d.h, q.dw = d.w, q.divisor = divisor;
+  q.dh = d.h, q.dw = d.w, q.divisor = w.divisor;
   const std::int64_t eh = d.h * (kz.h - 1) + 1, ew = d.w * (kz.w - 1) + 1;  // the dilated window
   MS_CHECK(q.H >= 1 && q.W >= 1, ShapeError, "{}: input {} has an empty plane", op.name, shape_str(xs));
   MS_CHECK(eh <= q.H + 2 * p.h && ew <= q.W + 2 * p.w, ShapeError,
            "{}: {} ({}, {}) is larger than the padded input ({}, {}) of input {}", op.name,
            d.h == 1 && d.w == 1 ? "kernel_size" : "the dilated kernel", eh, ew, q.H + 2 * p.h, q.W + 2 * p.w,
            shape_str(xs));
-  q.Ho = pool_out_size(q.H, eh, s.h, p.h, ceil_mode);
-  q.Wo = pool_out_size(q.W, ew, s.w, p.w, ceil_mode);
+  q.Ho = pool_out_size(q.H, eh, s.h, p.h, w.ceil_mode);
+  q.Wo = pool_out_size(q.W, ew, s.w, p.w, w.ceil_mode);
   return q;
 }
 
-inline Attrs pool_attrs(Int2 kernel_size, std::optional<Int2> stride, Int2 padding) {
-  return Attrs{{"kernel_size", kernel_size.list()}, {"stride", stride.value_or(kernel_size).list()},
-               {"padding", padding.list()}};
-}
-/// pool_attrs plus the options that are set only when they differ from their defaults, so a
-/// graph or frozen model without them reads and prints as before.
-inline Attrs pool_attrs(Int2 kernel_size, std::optional<Int2> stride, Int2 padding, Int2 dilation, bool ceil_mode) {
-  Attrs a = pool_attrs(kernel_size, stride, padding);
-  if (dilation.h != 1 || dilation.w != 1) a.set("dilation", dilation.list());
-  if (ceil_mode) a.set("ceil_mode", true);
-  return a;
-}
-
 /// The backward ops of pooling: input 0 is the output gradient; attr input_shape the forward input's.
-inline Shape pool_grad_shape(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, PoolGeom& q) {
-  Shape xs = shape_attr_n(op, a, "input_shape", 4);
-  q = pool_geom(op, xs, a);
+inline Shape pool_grad_shape(const OpDef& op, std::span<const TensorMeta> in, const IntList& input_shape,
+                             const PoolWindow& w, PoolGeom& q) {
+  const Shape xs(input_shape);
+  q = pool_geom(op, xs, w);
   Shape want{q.N, q.C, q.Ho, q.Wo};
   MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the pooled shape {} of input {}",
            op.name, shape_str(in[0].shape), shape_str(want), shape_str(xs));
@@ -357,11 +441,9 @@ void avg_pool_run(const T* src, T* dst, const PoolGeom& q, bool count_include_pa
 }
 
 /// The geometry of an adaptive pooling from input shape xs (N, C, H, W) to output_size.
-inline PoolGeom adaptive_geom(const OpDef& op, const Shape& xs, const Attrs& a) {
+inline PoolGeom adaptive_geom(const OpDef& op, const Shape& xs, const AdaptiveAvgPool2dAttrs& a) {
   MS_CHECK(xs.rank() == 4, ShapeError, "{}: input must be 4-D (N, C, H, W), got shape {}", op.name, shape_str(xs));
-  MS_CHECK(a.has("output_size"), ValueError, "{}: attribute 'output_size' is missing", op.name);
-  Int2 o = pair_attr(op, a, "output_size", 1);
-  MS_CHECK(o.h >= 1 && o.w >= 1, ValueError, "{}: output_size must be positive, got ({}, {})", op.name, o.h, o.w);
+  const Int2 o = a.output_size;
   MS_CHECK(xs[2] >= 1 && xs[3] >= 1, ShapeError, "{}: input {} has an empty plane", op.name, shape_str(xs));
   return PoolGeom{xs[0], xs[1], xs[2], xs[3], 1, 1, 1, 1, 0, 0, o.h, o.w};
 }
@@ -377,20 +459,20 @@ MS_REGISTRATION(const OpDef& max_pool2d_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 1;
   d.doc = "max over kH x kW windows of x (N, C, H, W); second output: int64 argmax (ih * W + iw) per window";
-  d.attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"};
+  d.attr_schema = &attr_schema<MaxPool2dAttrs>("MaxPool2dAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
-    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, attrs_as<MaxPool2dAttrs>(op, a).window());
     Shape s{q.N, q.C, q.Ho, q.Wo};
     out.push_back({in[0].dtype, s});
     out.push_back({DType::i64, s});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::PoolGeom q = detail::pool_geom(k.op, k.in[0].shape(), k.attrs);
+    detail::PoolGeom q = detail::pool_geom(k.op, k.in[0].shape(), attrs_as<MaxPool2dAttrs>(k.op, k.attrs).window());
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::max_pool_run<T>(k, q); });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, attrs_as<MaxPool2dAttrs>(op, a).window());
     return Cost{static_cast<double>(numel(out[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
@@ -403,18 +485,20 @@ MS_REGISTRATION(const OpDef& max_pool2d_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 2;
   d.doc = "gradient of max_pool2d: each output gradient added at its window's argmax";
-  d.attr_names = {"kernel_size", "stride", "padding", "dilation", "ceil_mode", "input_shape"};
+  d.attr_schema = &attr_schema<MaxPool2dGradAttrs>("MaxPool2dGradAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::PoolGeom q;
-    Shape xs = detail::pool_grad_shape(op, in, a, q);
+    const auto at = attrs_as<MaxPool2dGradAttrs>(op, a);
+    Shape xs = detail::pool_grad_shape(op, in, at.input_shape, at.window(), q);
     MS_CHECK(in[1].dtype == DType::i64 && in[1].shape == in[0].shape, DTypeError,
              "{}: indices must be int64 of the gradient's shape {}, got {} {}", op.name, shape_str(in[0].shape),
              in[1].dtype, shape_str(in[1].shape));
     out.push_back({in[0].dtype, xs});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::PoolGeom q = detail::pool_geom(k.op, k.out[0].shape(), k.attrs);
+    const auto at = attrs_as<MaxPool2dGradAttrs>(k.op, k.attrs);
+    detail::PoolGeom q = detail::pool_geom(k.op, k.out[0].shape(), at.window());
     detail::visit_float(k, k.in[0].dtype(), [&]<class T>() { detail::max_pool_grad_run<T>(k, q); });
   };
   d.cost = &detail::per_input_cost<1>;
@@ -429,21 +513,23 @@ MS_REGISTRATION(const OpDef& avg_pool2d_op, registry().add([] {
   d.num_inputs = 1;
   d.doc = "mean over kH x kW windows of x (N, C, H, W); count_include_pad counts padded zeros in the divisor";
   d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "ceil_mode", "divisor_override"};
+  d.attr_schema = &attr_schema<AvgPool2dAttrs>("AvgPool2dAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
-    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, attrs_as<AvgPool2dAttrs>(op, a).window());
     out.push_back({in[0].dtype, Shape{q.N, q.C, q.Ho, q.Wo}});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::PoolGeom q = detail::pool_geom(k.op, k.in[0].shape(), k.attrs);
+    const auto at = attrs_as<AvgPool2dAttrs>(k.op, k.attrs);
+    detail::PoolGeom q = detail::pool_geom(k.op, k.in[0].shape(), at.window());
     const AnyTensor x = detail::contiguous_raw(k.in[0]);
     detail::visit_float(k, x.dtype(), [&]<class T>() {
       detail::avg_pool_run<false, false>(static_cast<const T*>(x.raw_data()), static_cast<T*>(k.out[0].raw_data()), q,
-                                         k.attrs.b("count_include_pad", true));
+                                         at.count_include_pad);
     });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, a);
+    detail::PoolGeom q = detail::pool_geom(op, in[0].shape, attrs_as<AvgPool2dAttrs>(op, a).window());
     return Cost{static_cast<double>(numel(out[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
@@ -458,21 +544,24 @@ MS_REGISTRATION(const OpDef& avg_pool2d_grad_op, registry().add([] {
   d.doc = "gradient of avg_pool2d: each output gradient spread evenly over its window";
   d.attr_names = {"kernel_size", "stride", "padding", "count_include_pad", "ceil_mode", "divisor_override",
                   "input_shape"};
+  d.attr_schema = &attr_schema<AvgPool2dGradAttrs>("AvgPool2dGradAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
     detail::PoolGeom q;
-    out.push_back({in[0].dtype, detail::pool_grad_shape(op, in, a, q)});
+    const auto at = attrs_as<AvgPool2dGradAttrs>(op, a);
+    out.push_back({in[0].dtype, detail::pool_grad_shape(op, in, at.input_shape, at.window(), q)});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::PoolGeom q = detail::pool_geom(k.op, k.out[0].shape(), k.attrs);
+    const auto at = attrs_as<AvgPool2dGradAttrs>(k.op, k.attrs);
+    detail::PoolGeom q = detail::pool_geom(k.op, k.out[0].shape(), at.window());
     const AnyTensor g = detail::contiguous_raw(k.in[0]);
     detail::visit_float(k, g.dtype(), [&]<class T>() {
       detail::avg_pool_run<false, true>(static_cast<const T*>(g.raw_data()), static_cast<T*>(k.out[0].raw_data()), q,
-                                        k.attrs.b("count_include_pad", true));
+                                        at.count_include_pad);
     });
   };
   d.cost = [](const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
-    detail::PoolGeom q = detail::pool_geom(op, out[0].shape, a);
+    detail::PoolGeom q = detail::pool_geom(op, out[0].shape, attrs_as<AvgPool2dGradAttrs>(op, a).window());
     return Cost{static_cast<double>(numel(in[0].shape) * q.kh * q.kw), detail::bytes_of(in) + detail::bytes_of(out)};
   };
   return d;
@@ -485,14 +574,15 @@ MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 1;
   d.doc = "average pooling of x (N, C, H, W) to a fixed (Ho, Wo): cell i covers [floor(i*H/Ho), ceil((i+1)*H/Ho))";
-  d.attr_names = {"output_size"};
+  d.attr_schema = &attr_schema<AdaptiveAvgPool2dAttrs>("AdaptiveAvgPool2dAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
-    detail::PoolGeom q = detail::adaptive_geom(op, in[0].shape, a);
+    detail::PoolGeom q = detail::adaptive_geom(op, in[0].shape, attrs_as<AdaptiveAvgPool2dAttrs>(op, a));
     out.push_back({in[0].dtype, Shape{q.N, q.C, q.Ho, q.Wo}});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::PoolGeom q = detail::adaptive_geom(k.op, k.in[0].shape(), k.attrs);
+    detail::PoolGeom q =
+        detail::adaptive_geom(k.op, k.in[0].shape(), attrs_as<AdaptiveAvgPool2dAttrs>(k.op, k.attrs));
     const AnyTensor x = detail::contiguous_raw(k.in[0]);
     detail::visit_float(k, x.dtype(), [&]<class T>() {
       detail::avg_pool_run<true, false>(static_cast<const T*>(x.raw_data()), static_cast<T*>(k.out[0].raw_data()), q, true);
@@ -509,18 +599,20 @@ MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_grad_op, registry().add([] {
   d.category = Category::nn;
   d.num_inputs = 1;
   d.doc = "gradient of adaptive_avg_pool2d: each output gradient spread evenly over its cell";
-  d.attr_names = {"output_size", "input_shape"};
+  d.attr_schema = &attr_schema<AdaptiveAvgPool2dGradAttrs>("AdaptiveAvgPool2dGradAttrs");
   d.cpu_dtypes = kFloatTypes;
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
-    Shape xs = detail::shape_attr_n(op, a, "input_shape", 4);
-    detail::PoolGeom q = detail::adaptive_geom(op, xs, a);
+    const auto at = attrs_as<AdaptiveAvgPool2dGradAttrs>(op, a);
+    const Shape xs(at.input_shape);
+    detail::PoolGeom q = detail::adaptive_geom(op, xs, at);
     Shape want{q.N, q.C, q.Ho, q.Wo};
     MS_CHECK(in[0].shape == want, ShapeError, "{}: gradient shape {} does not match the pooled shape {} of input {}",
              op.name, shape_str(in[0].shape), shape_str(want), shape_str(xs));
     out.push_back({in[0].dtype, xs});
   };
   d.kernel = [](const KernelArgs& k) {
-    detail::PoolGeom q = detail::adaptive_geom(k.op, k.out[0].shape(), k.attrs);
+    detail::PoolGeom q =
+        detail::adaptive_geom(k.op, k.out[0].shape(), attrs_as<AdaptiveAvgPool2dGradAttrs>(k.op, k.attrs));
     const AnyTensor g = detail::contiguous_raw(k.in[0]);
     detail::visit_float(k, g.dtype(), [&]<class T>() {
       detail::avg_pool_run<true, true>(static_cast<const T*>(g.raw_data()), static_cast<T*>(k.out[0].raw_data()), q, true);
@@ -538,7 +630,8 @@ inline std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& 
                                                                std::optional<Int2> stride, Int2 padding,
                                                                Int2 dilation, bool ceil_mode) {
   const AnyTensor in[1] = {x};
-  auto out = call(max_pool2d_op, in, detail::pool_attrs(kernel_size, stride, padding, dilation, ceil_mode));
+  const MaxPool2dAttrs a{kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode};
+  auto out = call(max_pool2d_op, in, to_attrs(a));
   return {out[0], out[1]};
 }
 inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
@@ -547,12 +640,12 @@ inline AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<
 }
 inline AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
                             bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
-  Attrs a = detail::pool_attrs(kernel_size, stride, padding, 1, ceil_mode).set("count_include_pad", count_include_pad);
-  if (divisor_override) a.set("divisor_override", *divisor_override);
-  return call1(avg_pool2d_op, {x}, a);
+  const AvgPool2dAttrs a{kernel_size, stride.value_or(kernel_size), padding, ceil_mode, count_include_pad,
+                         divisor_override};
+  return call1(avg_pool2d_op, {x}, to_attrs(a));
 }
 inline AnyTensor adaptive_avg_pool2d(const AnyTensor& x, Int2 output_size) {
-  return call1(adaptive_avg_pool2d_op, {x}, Attrs{{"output_size", output_size.list()}});
+  return call1(adaptive_avg_pool2d_op, {x}, to_attrs(AdaptiveAvgPool2dAttrs{output_size}));
 }
 
 }  // namespace ms::ops
