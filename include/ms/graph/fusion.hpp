@@ -396,8 +396,9 @@ inline int fuse_epilogues(Graph& g) {
       if (single_use_node_value(v) && (vm.dtype == DType::f32 || vm.dtype == DType::f64) && numel(vm.shape) > 0 &&
           g.value(r.outputs[0]).meta.dtype == vm.dtype) {
         const int rank = vm.shape.rank();
-        std::vector<bool> reduced(static_cast<std::size_t>(rank), r.attrs.ints("axes").empty());
-        for (std::int64_t a : r.attrs.ints("axes")) reduced[static_cast<std::size_t>(normalize_axis(a, rank, "fuse"))] = true;
+        const ops::ReduceAttrs ra = ops::attrs_as<ops::ReduceAttrs>(*rop, r.attrs);
+        std::vector<bool> reduced(static_cast<std::size_t>(rank), ra.axes.empty());
+        for (std::int64_t a : ra.axes) reduced[static_cast<std::size_t>(normalize_axis(a, rank, "fuse"))] = true;
         // The reduced axes must be a suffix: then each output is a run of consecutive elements.
         int first = rank;
         while (first > 0 && reduced[static_cast<std::size_t>(first - 1)]) --first;

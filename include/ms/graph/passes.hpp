@@ -175,9 +175,9 @@ struct SimplifyRow {
 
 /// x op e -> x (and e op x -> x for the commutative ones) where constant e is op's identity
 /// in every element and no broadcast changes the shape.
-template <double Ident, bool Commutes>
+template <int Ident, bool Commutes>  // an int: clang 14 takes no floating-point template arguments
 bool drop_identity_operand(Rewrite& r) {
-  const double ident = Ident == 0.0 && r.node().op == &ops::add_op && is_floating(r.out_meta().dtype) ? -0.0 : Ident;
+  const double ident = Ident == 0 && r.node().op == &ops::add_op && is_floating(r.out_meta().dtype) ? -0.0 : static_cast<double>(Ident);
   if (const_all_equal(r.g, r.node().inputs[1], ident) && r.forward(r.node().inputs[0])) return true;
   return Commutes && const_all_equal(r.g, r.node().inputs[0], ident) && r.forward(r.node().inputs[1]);
 }
@@ -219,11 +219,11 @@ inline bool simplify_permute(Rewrite& r) {
 /// they are tried in order until one rewrites the node).
 inline const std::vector<detail::SimplifyRow>& simplify_rules() {
   static const std::vector<detail::SimplifyRow> rows{
-      {&ops::mul_op, "x * 1 -> x, 1 * x -> x", &detail::drop_identity_operand<1.0, true>},
-      {&ops::div_op, "x / 1 -> x", &detail::drop_identity_operand<1.0, false>},
+      {&ops::mul_op, "x * 1 -> x, 1 * x -> x", &detail::drop_identity_operand<1, true>},
+      {&ops::div_op, "x / 1 -> x", &detail::drop_identity_operand<1, false>},
       // x + 0.0 is not x for x = -0.0: for floats only -0.0 is the identity of add.
-      {&ops::add_op, "x + (-0.0) -> x, (-0.0) + x -> x (integers: 0)", &detail::drop_identity_operand<0.0, true>},
-      {&ops::sub_op, "x - 0 -> x", &detail::drop_identity_operand<0.0, false>},
+      {&ops::add_op, "x + (-0.0) -> x, (-0.0) + x -> x (integers: 0)", &detail::drop_identity_operand<0, true>},
+      {&ops::sub_op, "x - 0 -> x", &detail::drop_identity_operand<0, false>},
       {&ops::cast_op, "cast(x, dtype of x) -> x", &detail::drop_same_dtype_cast},
       {&ops::reshape_op, "reshape(x, shape of x) -> x, reshape(reshape(x)) -> reshape(x)", &detail::simplify_reshape},
       {&ops::permute_op, "permute(x, identity) -> x, permute(permute(x, q), p) -> permute(x, q o p)",

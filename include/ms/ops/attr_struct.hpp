@@ -172,7 +172,8 @@ T attrs_as(const OpDef& op, const Attrs& a) {
   std::size_t found = 0;
   std::apply([&](const auto&... f) { ((found += detail::read_attr_field(op, a, f, t, missing) ? 1 : 0), ...); }, fs);
   if (found != a.items().size()) {  // a name that is no field (checked only then: parsing is per kernel call)
-    for (auto& [k, v] : a.items()) {
+    for (const auto& item : a.items()) {
+      const std::string& k = item.first;  // a named reference, not a binding: lambdas may capture it (clang 14)
       const bool known = std::apply([&](const auto&... f) { return ((f.name == k) || ...); }, fs);
       if (known) continue;
       std::string names;
