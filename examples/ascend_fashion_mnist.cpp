@@ -186,6 +186,9 @@ int main(int argc, char** argv) {
     for (const auto& op : be.fallback_ops()) fallbacks += (fallbacks.empty() ? "" : ", ") + op;
     std::printf("host fallback ops: %s; %zu device graph host nodes\n", fallbacks.empty() ? "none" : fallbacks.c_str(),
                 static_cast<std::size_t>(ex.num_host_nodes()));
+    if (const ms::backend::MemoryPlan* mp = ex.memory_plan())
+      std::printf("device arena: %.1f KiB planned for the step's intermediates (lower bound %.1f KiB, %.2fx)\n",
+                  static_cast<double>(mp->peak) / 1024.0, static_cast<double>(mp->lower_bound) / 1024.0, mp->ratio());
     const auto ms_ = be.memory_stats();
     std::printf("device memory: %llu runtime allocations, %llu reuses, %llu frees deferred for queued work\n",
                 static_cast<unsigned long long>(ms_.mallocs), static_cast<unsigned long long>(ms_.reuses),

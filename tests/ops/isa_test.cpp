@@ -192,3 +192,37 @@ TEST_CASE("isa: a fused chain replays at every level like the baseline's eager o
 }
 
 }  // namespace isa_test
+
+namespace isa_test {
+
+TEST_CASE("isa: the avx2 and avx512 levels round the math functions alike (fused multiply-adds at both)",
+          "[isa][op]") {
+  // Both levels evaluate xsimd's and Eigen's polynomials with one rounding per multiply-add
+  // (core/simd.hpp supplies xsimd 8.1's missing AVX-512 kernels), so their results are the
+  // same bits; a level that rounds the products apart differs in hundreds of these elements.
+  const auto levels = runnable_isas();
+  if (std::find(levels.begin(), levels.end(), Isa::avx512) == levels.end()) {
+    SUCCEED("this CPU does not run the avx512 level");
+    return;
+  }
+  IsaGuard guard;
+  std::vector<double> v(4099);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01 + 7.3 * static_cast<double>(i) / static_cast<double>(v.size());
+  for (const char* name : {"exp", "log", "log1p", "expm1", "sin", "cos", "tanh"}) {
+    const ms::ops::OpDef& op = ms::ops::registry().get(name);
+    for (DType d : {DType::f32, DType::f64}) {
+      const AnyTensor x = ms::ops::cast(ms::from_vector(v, {4099}), d);
+      ms::cpu::set_isa(Isa::avx2);
+      const AnyTensor a = ms::ops::call1(op, std::vector<AnyTensor>{x}, {});
+      ms::cpu::set_isa(Isa::avx512);
+      const AnyTensor b = ms::ops::call1(op, std::vector<AnyTensor>{x}, {});
+      INFO(name << " " << ms::dtype_name(d));
+      std::size_t differ = 0;
+      const auto av = values_of(a), bv = values_of(b);
+      for (std::size_t i = 0; i < av.size(); ++i) differ += av[i] != bv[i];
+      CHECK(differ == 0);
+    }
+  }
+}
+
+}  // namespace isa_test

@@ -22,6 +22,49 @@
                                             (__mmask32)(U)))
 #endif
 
+// xsimd 8.1 has no fused multiply-add kernels for AVX-512 (xsimd 10 does): there its fma,
+// fms, fnma and fnms fall back to x * y + z, which every polynomial of its math functions
+// (exp, log, sin, ...) goes through. Under -ffp-contract=off (the level units, and ISO mode)
+// that is two roundings and two instructions instead of one: exp ran 14% slower at x86-64-v4
+// than at -march=native, and the AVX-512 results were not those of the AVX2 build. Declared
+// here, after xsimd's batch types and before its API (whose fma calls kernel::fma by
+// qualified name, bound where it is defined), they are the better match for every
+// AVX-512 architecture, as xsimd's own kernels for the other architectures are.
+// (When xsimd was included before this header, they come too late and xsimd's own are used.)
+#if defined(__AVX512F__) && !defined(XSIMD_HPP)
+#include <immintrin.h>
+// What <xsimd/xsimd.hpp> includes ahead of its API, in its order.
+#if defined(__GNUC__)
+#define XSIMD_NO_DISCARD __attribute__((warn_unused_result))
+#else
+#define XSIMD_NO_DISCARD
+#endif
+#include <xsimd/config/xsimd_config.hpp>
+#include <xsimd/arch/xsimd_scalar.hpp>
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+#include <xsimd/types/xsimd_batch.hpp>
+#include <xsimd/types/xsimd_batch_constant.hpp>
+#include <xsimd/types/xsimd_traits.hpp>
+namespace xsimd::kernel {
+#define MS_XSIMD_AVX512_FMA(name, intrinsic)                                                              \
+  template <class A>                                                                                   \
+  inline batch<float, A> name(batch<float, A> const& x, batch<float, A> const& y, batch<float, A> const& z, \
+                              requires_arch<avx512f>) noexcept {                                         \
+    return _mm512_##intrinsic##_ps(x, y, z);                                                           \
+  }                                                                                                    \
+  template <class A>                                                                                   \
+  inline batch<double, A> name(batch<double, A> const& x, batch<double, A> const& y,                   \
+                               batch<double, A> const& z, requires_arch<avx512f>) noexcept {           \
+    return _mm512_##intrinsic##_pd(x, y, z);                                                           \
+  }
+MS_XSIMD_AVX512_FMA(fma, fmadd)    // x * y + z
+MS_XSIMD_AVX512_FMA(fms, fmsub)    // x * y - z
+MS_XSIMD_AVX512_FMA(fnma, fnmadd)  // -(x * y) + z
+MS_XSIMD_AVX512_FMA(fnms, fnmsub)  // -(x * y) - z
+#undef MS_XSIMD_AVX512_FMA
+}  // namespace xsimd::kernel
+#endif
+
 #include <xsimd/xsimd.hpp>
 
 // The namespace of the code that is compiled once per CPU level (see <ms/core/cpu_isa.hpp>):
