@@ -12,7 +12,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   ms::onnx::LoadOptions opt;
-  opt.max_input_elements = std::int64_t{1} << 16;  // a mutated shape must not exhaust memory
+  opt.max_input_elements = std::int64_t{1} << 16;  // a mutated shape must not exhaust memory,
+  opt.max_value_elements = std::int64_t{1} << 24;  // nor a mutated attribute (a Conv's pads)
   try {
     const ms::onnx::pb::ModelProto m =
         ms::onnx::parse_model(std::string(reinterpret_cast<const char*>(data), size), "fuzz.onnx");

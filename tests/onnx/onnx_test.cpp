@@ -397,6 +397,47 @@ TEST_CASE("onnx: tile, cumsum, topk, triu, tril, remainder, fmod and pad export 
   }
 }
 
+TEST_CASE("onnx: a node whose result would exceed LoadOptions::max_value_elements fails before allocating",
+          "[onnx][errors]") {
+  // A Conv with pads of four million columns (what a fuzzer made of a backend test model) asks
+  // for a padded input of 9 x 4,194,309 floats: refused (the importer's error names the node,
+  // the op, the shape and the setting) before anything runs. With pads of 1 the model loads.
+  auto conv_model = [](std::int64_t pad) {
+    pb::ModelProto m = model_with(13);
+    auto& g = *m.mutable_graph();
+    *g.add_input() = tensor_info("x", pb::TensorProto::FLOAT, {1, 1, 7, 5});
+    *g.add_output() = tensor_info("y", pb::TensorProto::FLOAT, {1, 2, 4, 0}, {"", "", "", "W"});
+    *g.add_initializer() = float_init("w", {2, 1, 3, 3}, std::vector<float>(18, 0.5f));
+    auto& n = add_node(g, "Conv", {"x", "w"}, {"y"});
+    auto* at = n.add_attribute();
+    at->set_name("strides");
+    at->set_type(pb::AttributeProto::INTS);
+    at->add_ints(2), at->add_ints(2);
+    at = n.add_attribute();
+    at->set_name("pads");
+    at->set_type(pb::AttributeProto::INTS);
+    for (std::int64_t v : {std::int64_t{1}, std::int64_t{1}, std::int64_t{1}, pad}) at->add_ints(v);
+    return m;
+  };
+  mo::LoadOptions opt;
+  opt.max_value_elements = std::int64_t{1} << 22;
+  try {
+    (void)mo::load_model(conv_model(4194303), "big_pads.onnx", {}, opt);
+    FAIL("the model loaded");
+  } catch (const GraphError& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find("node 'Conv_1' (Conv, opset 13)") != std::string::npos);
+    CHECK(msg.find("pad: output 0 of shape (1, 1, 9, 4194309) (float32) has more than 4194304 elements") !=
+          std::string::npos);
+    CHECK(msg.find("LoadOptions::max_value_elements") != std::string::npos);
+  }
+  mo::Model ok = mo::load_model(conv_model(1), "small_pads.onnx", {}, opt);
+  CHECK(ok.graph.value(ok.graph.outputs()[0]).meta.shape == Shape{1, 2, 4, 3});
+  // The limit lasts only as long as the load: the same op afterwards is not refused.
+  CHECK(ops::zeros(Shape{std::int64_t{1} << 23}, DType::f32).numel() == std::int64_t{1} << 23);
+}
+
 TEST_CASE("onnx: mutated model files load or fail with an ms error, never crash", "[onnx][errors]") {
   // A small fuzz run over byte flips, cuts and insertions of two valid models (the libFuzzer
   // target for the frozen loader does the same for ms's own format).

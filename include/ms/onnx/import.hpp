@@ -35,6 +35,11 @@ struct LoadOptions {
   std::map<std::string, AnyTensor> input_values;
   /// An input with more elements than this is an error (a corrupted or mistaken shape).
   std::int64_t max_input_elements = std::int64_t{1} << 32;
+  /// A node whose result would have more than this many elements is an error, raised before
+  /// anything is allocated (the import runs the model once, on zeros: a corrupted attribute,
+  /// such as a Conv's pads of millions, must not exhaust memory). 2^30 elements is 4 GiB of
+  /// float32 for one value at the load-time shapes; raise it for a model that needs more.
+  std::int64_t max_value_elements = std::int64_t{1} << 30;
 };
 
 /// An imported model: the graph and the ONNX names of its inputs and outputs.
@@ -276,6 +281,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
   for (const auto& [k, v] : values) defined0.insert(k);
   const std::vector<int> order = detail::topo_order(g, defined0, file);
   const auto& table = detail::conv::table();
+  const ops::OutputElementLimit value_limit(opt.max_value_elements, "LoadOptions::max_value_elements");
   for (int idx : order) detail::convert_node(g.node(idx), idx, m, has_default, out.opset, file, table, values);
 
   for (const auto& vi : g.output()) {

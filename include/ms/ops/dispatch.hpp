@@ -123,6 +123,35 @@ inline SmallVec<TensorMeta, 4> input_metas(std::span<const AnyTensor> in) {
   return m;
 }
 
+namespace detail {
+/// The bound of OutputElementLimit on this thread (0: none), and who set it.
+inline thread_local std::int64_t output_element_limit = 0;
+inline thread_local const char* output_element_limit_owner = "";
+}  // namespace detail
+
+/// While it lives, an op on this thread whose inferred output would have more than `n`
+/// elements fails with a ShapeError before anything is allocated: for code that runs ops on
+/// shapes it did not choose (the ONNX importer runs a model once on zeros, and a corrupted or
+/// hostile file can ask a Conv for pads of millions). `owner` names the setting in the message.
+class OutputElementLimit {
+ public:
+  OutputElementLimit(std::int64_t n, const char* owner)
+      : saved_(detail::output_element_limit), saved_owner_(detail::output_element_limit_owner) {
+    detail::output_element_limit = n;
+    detail::output_element_limit_owner = owner;
+  }
+  ~OutputElementLimit() {
+    detail::output_element_limit = saved_;
+    detail::output_element_limit_owner = saved_owner_;
+  }
+  OutputElementLimit(const OutputElementLimit&) = delete;
+  OutputElementLimit& operator=(const OutputElementLimit&) = delete;
+
+ private:
+  std::int64_t saved_;
+  const char* saved_owner_;
+};
+
 /// Checks inputs (defined, one device, supported dtype) and infers the outputs' metas.
 inline MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) {
   MS_CHECK(op.num_inputs < 0 || static_cast<int>(in.size()) == op.num_inputs, ValueError,
@@ -149,6 +178,14 @@ inline MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, co
   auto metas = input_metas(in);
   MetaList out;
   op.infer(op, std::span<const TensorMeta>(metas.data(), metas.size()), attrs, out);
+  if (const std::int64_t limit = detail::output_element_limit; limit > 0) [[unlikely]] {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::int64_t count = 1;  // the product, saturated at limit + 1 (no overflow)
+      for (std::int64_t d : out[i].shape) count = d > 0 && count > limit / d ? limit + 1 : count * d;
+      MS_CHECK(count <= limit, ShapeError, "{}: output {} of shape {} ({}) has more than {} elements ({})", op.name, i,
+               out[i].shape, out[i].dtype, limit, detail::output_element_limit_owner);
+    }
+  }
   return out;
 }
 
