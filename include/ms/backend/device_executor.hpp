@@ -66,9 +66,7 @@ class DeviceExecutable final : public CompiledGraph {
     }
     return outs;
   }
-  std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
-    return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
-  }
+  using CompiledGraph::run;  // run({x, y})
 
   /// Runs as many steps as `data` holds: data[i] stacks the steps' values of graph input i
   /// along axis 0 (shape (steps * b, ...) for an input of shape (b, ...)). Each sink stages

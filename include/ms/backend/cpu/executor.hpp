@@ -98,9 +98,7 @@ class Executable final : public CompiledGraph {
   /// oneDNN primitives this executable owns (taken on its first replay; 0 without oneDNN).
   std::size_t owned_primitives() const { return primitives_.size(); }
 
-  std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
-    return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
-  }
+  using CompiledGraph::run;  // run({x, y})
 
   Device device() const override { return Device::cpu(); }
   const graph::Graph& graph() const override { return graph_; }
