@@ -220,26 +220,23 @@ inline void hccl_all_reduce_start_kernel(const backend::DeviceKernelArgs& k) {
            "all_reduce_start: rank {}: the buffer of an all-reduce still in flight is started again (each start "
            "needs its wait first)",
            rank());
-  if (k.backend.capturing(k.stream)) {  // a captured step: recorded in order on its one stream
-    f.pending = true;
-    ++s.async_started;
-    if (buf.numel() > 0)
-      comm.all_reduce(buf.raw_data(), buf.raw_data(), buf.numel(), buf.dtype(), hccl_reduce(op), k.stream);
-    f.in_stream = true;
-    return;
-  }
-  f.in_stream = false;
-  if (!s.comm) s.comm = k.backend.create_stream();
-  if (!f.packed) {
-    f.packed = k.backend.create_event();
-    f.done = k.backend.create_event();
-  }
   f.pending = true;
   ++s.async_started;
-  k.backend.record(f.packed, k.stream);
-  k.backend.wait(s.comm, f.packed);
-  if (buf.numel() > 0) comm.all_reduce(buf.raw_data(), buf.raw_data(), buf.numel(), buf.dtype(), hccl_reduce(op), s.comm);
-  k.backend.record(f.done, s.comm);
+  // A captured step records the all-reduce in order on its one stream; otherwise it runs on
+  // the communication stream once the packing is done, and `done` tells the wait.
+  f.in_stream = k.backend.capturing(k.stream);
+  if (!f.in_stream) {
+    if (!s.comm) s.comm = k.backend.create_stream();
+    if (!f.packed) {
+      f.packed = k.backend.create_event();
+      f.done = k.backend.create_event();
+    }
+    k.backend.record(f.packed, k.stream);
+    k.backend.wait(s.comm, f.packed);
+  }
+  const backend::Stream& on = f.in_stream ? k.stream : s.comm;
+  if (buf.numel() > 0) comm.all_reduce(buf.raw_data(), buf.raw_data(), buf.numel(), buf.dtype(), hccl_reduce(op), on);
+  if (!f.in_stream) k.backend.record(f.done, s.comm);
 }
 
 /// all_reduce_wait on the device: the compute stream waits for the all-reduce of its buffer.
