@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <fstream>
 #include <random>
 #include <set>
@@ -61,6 +62,14 @@ pb::NodeProto& add_node(pb::GraphProto& g, const std::string& op, std::vector<st
   for (auto& s : in) n->add_input(s);
   for (auto& s : out) n->add_output(s);
   return *n;
+}
+
+/// Adds an INTS attribute to node n.
+void add_ints(pb::NodeProto& n, const std::string& name, std::initializer_list<std::int64_t> values) {
+  auto* at = n.add_attribute();
+  at->set_name(name);
+  at->set_type(pb::AttributeProto::INTS);
+  for (std::int64_t v : values) at->add_ints(v);
 }
 
 pb::ModelProto model_with(int opset = 13) {
@@ -409,14 +418,8 @@ TEST_CASE("onnx: a node whose result would exceed LoadOptions::max_value_element
     *g.add_output() = tensor_info("y", pb::TensorProto::FLOAT, {1, 2, 4, 0}, {"", "", "", "W"});
     *g.add_initializer() = float_init("w", {2, 1, 3, 3}, std::vector<float>(18, 0.5f));
     auto& n = add_node(g, "Conv", {"x", "w"}, {"y"});
-    auto* at = n.add_attribute();
-    at->set_name("strides");
-    at->set_type(pb::AttributeProto::INTS);
-    at->add_ints(2), at->add_ints(2);
-    at = n.add_attribute();
-    at->set_name("pads");
-    at->set_type(pb::AttributeProto::INTS);
-    for (std::int64_t v : {std::int64_t{1}, std::int64_t{1}, std::int64_t{1}, pad}) at->add_ints(v);
+    add_ints(n, "strides", {2, 2});
+    add_ints(n, "pads", {1, 1, 1, pad});
     return m;
   };
   mo::LoadOptions opt;
@@ -503,17 +506,11 @@ TEST_CASE("onnx: ConvTranspose and Resize import as conv_transpose2d and interpo
   *g.add_initializer() = float_init("w", {1, 1, 2, 2}, {1, 1, 1, 1});
   *g.add_initializer() = float_init("scales", {4}, {1, 1, 2, 2});
   auto& ct = add_node(g, "ConvTranspose", {"x", "w"}, {"y"});
-  auto* at = ct.add_attribute();
-  at->set_name("strides");
-  at->set_type(pb::AttributeProto::INTS);
-  at->add_ints(2), at->add_ints(2);
-  at = ct.add_attribute();
-  at->set_name("pads");
-  at->set_type(pb::AttributeProto::INTS);
-  for (int v : {0, 0, 1, 1}) at->add_ints(v);
+  add_ints(ct, "strides", {2, 2});
+  add_ints(ct, "pads", {0, 0, 1, 1});
   auto& rs = add_node(g, "Resize", {"x", "", "scales"}, {"z"});
   for (auto [k, v] : {std::pair{"coordinate_transformation_mode", "asymmetric"}, std::pair{"nearest_mode", "floor"}}) {
-    at = rs.add_attribute();
+    auto* at = rs.add_attribute();
     at->set_name(k);
     at->set_type(pb::AttributeProto::STRING);
     at->set_s(v);
