@@ -11,6 +11,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -65,10 +66,14 @@ namespace detail {
 
 /// The reduction attribute: "mean", "sum" or "none".
 enum class Reduction : std::uint8_t { mean, sum, none };
-inline Reduction reduction_kind(const OpDef& op, const std::string& r) {
+inline std::optional<Reduction> parse_reduction(std::string_view r) {
   if (r == "mean") return Reduction::mean;
   if (r == "sum") return Reduction::sum;
   if (r == "none") return Reduction::none;
+  return std::nullopt;
+}
+inline Reduction reduction_kind(const OpDef& op, const std::string& r) {
+  if (const auto k = parse_reduction(r)) return *k;
   MS_THROW(ValueError, "{}: reduction must be \"mean\", \"sum\" or \"none\", got \"{}\"", op.name, r);
 }
 
@@ -80,10 +85,7 @@ struct MseLossAttrs {
   static auto fields() { return std::tuple{field("reduction", &MseLossAttrs::reduction, "mean")}; }
   void validate(const OpDef& op) const { detail::reduction_kind(op, reduction); }
   /// The reduction as an enum (validate has checked the name).
-  detail::Reduction kind() const {
-    if (reduction == "sum") return detail::Reduction::sum;
-    return reduction == "none" ? detail::Reduction::none : detail::Reduction::mean;
-  }
+  detail::Reduction kind() const { return detail::parse_reduction(reduction).value_or(detail::Reduction::mean); }
 };
 /// The attributes of cross_entropy and cross_entropy_grad.
 struct CrossEntropyAttrs : MseLossAttrs {
