@@ -75,6 +75,21 @@ inline bool mat_ref(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::
   return false;
 }
 
+/// t (rank >= 2) as a (product of its leading dims, last dim) matrix; false when its
+/// leading dims do not merge into one strided dim or mat_ref refuses the layout.
+inline bool leading_dims_matrix(const AnyTensor& t, MatRef& m) {
+  const int r = t.dim();
+  std::int64_t rows = 1, rs = 0, prev_n = 0, prev_s = 0;
+  for (int i = 0; i + 1 < r; ++i) {
+    const std::int64_t n = t.shape()[i], s = t.strides()[i];
+    rows *= n;
+    if (n == 1) continue;
+    if (prev_n != 0 && prev_s != s * n) return false;
+    prev_n = n, prev_s = s, rs = s;
+  }
+  return mat_ref(rows, t.shape()[r - 1], rs, t.strides()[r - 1], m);
+}
+
 /// Lets ms::set_num_threads govern Eigen's OpenMP GEMM. Eigen runs serially by itself when
 /// called inside an OpenMP region (a batch loop below), so no nested oversubscription.
 inline void sync_eigen_threads() {
@@ -346,20 +361,10 @@ void linear_run(AnyTensor x, AnyTensor w, const AnyTensor* bias, const AnyTensor
   std::int64_t M = 1;
   for (int i = 0; i + 1 < r; ++i) M *= x.shape()[i];
   // x as an (M, K) matrix: its leading dims must merge into one strided dim.
-  auto describe_x = [&](MatRef& m) {
-    std::int64_t rs = 0, prev_n = 0, prev_s = 0;
-    for (int i = 0; i + 1 < r; ++i) {
-      const std::int64_t n = x.shape()[i], s = x.strides()[i];
-      if (n == 1) continue;
-      if (prev_n != 0 && prev_s != s * n) return false;
-      prev_n = n, prev_s = s, rs = s;
-    }
-    return mat_ref(M, K, rs, x.strides()[r - 1], m);
-  };
   MatRef mx, mw;
-  if (!describe_x(mx)) {
+  if (!leading_dims_matrix(x, mx)) {
     x = contiguous_raw(x);
-    describe_x(mx);
+    leading_dims_matrix(x, mx);
   }
   // w^T is (K, N) with strides (w.stride(1), w.stride(0)): a contiguous weight is column-major.
   if (!mat_ref(K, N, w.strides()[1], w.strides()[0], mw)) {

@@ -189,20 +189,9 @@ inline bool plan_post_ops(const graph::Graph& G, const graph::Node& n, std::vect
 
 /// A matrix operand: a strided 2-D view with a unit stride, merging leading dims into rows.
 inline bool as_matrix(const AnyTensor& t, std::int64_t& rows, std::int64_t& cols, ops::detail::DnnlMatrix& m) {
-  const int r = t.dim();
-  if (r < 2) return false;
-  cols = t.shape()[r - 1];
-  rows = 1;
-  std::int64_t rs = 0, prev_n = 0, prev_s = 0;
-  for (int i = 0; i + 1 < r; ++i) {
-    const std::int64_t n = t.shape()[i], s = t.strides()[i];
-    rows *= n;
-    if (n == 1) continue;
-    if (prev_n != 0 && prev_s != s * n) return false;
-    prev_n = n, prev_s = s, rs = s;
-  }
   ops::detail::MatRef mr;
-  if (!ops::detail::mat_ref(rows, cols, rs, t.strides()[r - 1], mr)) return false;
+  if (t.dim() < 2 || !ops::detail::leading_dims_matrix(t, mr)) return false;
+  rows = mr.rows, cols = mr.cols;
   m = {t.raw_data(), dnnl_f32, mr.col_major, mr.ld};
   return true;
 }
