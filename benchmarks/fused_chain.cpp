@@ -30,6 +30,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include <ms/ms.hpp>
+#include <ms/backend/cpu/kernels/simd.hpp>  // ms::simd, for the same formula written by hand
 
 #include "bench_common.hpp"
 

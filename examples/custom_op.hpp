@@ -8,6 +8,12 @@
 // profiler and in the data dump. Included by examples/custom_op.cpp and by the tests
 // (tests/ops/custom_op_test.cpp, tests/backend/device_custom_inference_test.cpp).
 
+// softsign's SIMD kernels are compiled where it is defined: a unit that defines elementwise
+// ops asks for ms's kernel machinery, which other units of a program linked with ms::ms do
+// not parse (see <ms/core/linkage.hpp>), before it includes ms.
+#if !defined(MS_KERNEL_BODIES)
+#define MS_KERNEL_BODIES 1
+#endif
 #include <ms/ms.hpp>
 
 namespace guide {

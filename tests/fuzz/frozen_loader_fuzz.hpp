@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <ms/ms.hpp>
+#include <nlohmann/json.hpp>
 
 #include "../../examples/custom_op.hpp"  // models in the corpus use the guide's user-defined ops
 

@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
 #include "../../examples/custom_op.hpp"
 

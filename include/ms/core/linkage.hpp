@@ -20,6 +20,35 @@
 #define MS_SEPARATE_KERNELS
 #endif
 
+/// MS_KERNEL_BODIES: 1 in a unit that compiles ms's kernels (header-only mode, the unit that
+/// defines the ops, a level unit, code generated at run time), 0 in the other units of a
+/// program with separate kernels. There the registrations are declarations only, so nothing
+/// refers to a kernel, and the headers leave the kernels' bodies out (`#if MS_KERNEL_BODIES`):
+/// such a unit parses the API, not the kernels, templates and libraries behind them.
+#if !defined(MS_KERNEL_BODIES)
+#if !defined(MS_SEPARATE_KERNELS) || defined(MS_KERNELS_IMPLEMENTATION) || defined(MS_ISA_LEVEL)
+#define MS_KERNEL_BODIES 1
+#else
+#define MS_KERNEL_BODIES 0
+#endif
+#endif
+
+/// MS_IMPL_BODIES and MS_IMPL: a function that only needs compiling once (one that writes a
+/// file through a JSON library, say) is declared in its header with MS_IMPL in place of
+/// `inline` and defined under `#if MS_IMPL_BODIES` with MS_IMPL again. In header-only mode it
+/// is an ordinary inline function; with separate kernels the unit that defines the ops
+/// compiles it (an external definition), and every other unit sees only its declaration.
+#if !defined(MS_SEPARATE_KERNELS) || defined(MS_KERNELS_IMPLEMENTATION)
+#define MS_IMPL_BODIES 1
+#else
+#define MS_IMPL_BODIES 0
+#endif
+#if !defined(MS_SEPARATE_KERNELS)
+#define MS_IMPL inline
+#else
+#define MS_IMPL
+#endif
+
 /// MS_REGISTRATION(declaration, initializer): a namespace-scope registration such as
 /// `MS_REGISTRATION(const OpDef& exp_op, register_elementwise<...>(...));`.
 #if !defined(MS_SEPARATE_KERNELS)

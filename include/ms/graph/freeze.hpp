@@ -32,12 +32,16 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-#include <zlib.h>
-
 #include "../core/atomic_file.hpp"
+#include "../core/linkage.hpp"
 #include "../ops/views.hpp"
 #include "graph.hpp"
+
+#include <zlib.h>
+
+#if MS_IMPL_BODIES  // the format's JSON header
+#include <nlohmann/json.hpp>
+#endif
 
 namespace ms {
 
@@ -51,25 +55,21 @@ struct FreezeOptions {
 
 /// Serializes `g` (a captured graph, before compile: fused nodes cannot be saved) with its
 /// parameters and constants into the bytes of a frozen-model file.
-inline std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& opt = {});
+MS_IMPL std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& opt = {});
 /// Writes `g` to `path` atomically (a temporary file next to it, then a rename).
-inline void freeze(const graph::Graph& g, const std::filesystem::path& path, const FreezeOptions& opt = {});
+MS_IMPL void freeze(const graph::Graph& g, const std::filesystem::path& path, const FreezeOptions& opt = {});
 /// Reads a frozen model. Parameters and constants are views into one 64-byte aligned
 /// buffer holding the file (no per-tensor copy). Throws IOError on any problem.
-inline graph::Graph load_frozen(const std::filesystem::path& path,
+MS_IMPL graph::Graph load_frozen(const std::filesystem::path& path,
                                 std::map<std::string, std::string>* metadata = nullptr);
 /// Same, from bytes in memory (`name` is used in error messages).
-inline graph::Graph load_frozen_from_memory(const void* data, std::size_t size, std::string_view name = "<memory>",
+MS_IMPL graph::Graph load_frozen_from_memory(const void* data, std::size_t size, std::string_view name = "<memory>",
                                             std::map<std::string, std::string>* metadata = nullptr);
 
 // ---- implementation ---------------------------------------------------------------------------
 
 namespace detail::frozen {
-
-inline constexpr std::uint64_t kAlign = 64;
-inline constexpr std::uint64_t kMaxHeader = 100'000'000;
-inline constexpr std::size_t kMaxItems = 1'000'000;  ///< values or nodes in one graph
-
+/// CRC-32 (zlib) of n bytes: the frozen format's checksums.
 inline std::uint32_t crc32_of(const char* p, std::size_t n) {
   uLong c = ::crc32(0L, Z_NULL, 0);
   while (n > 0) {
@@ -80,6 +80,13 @@ inline std::uint32_t crc32_of(const char* p, std::size_t n) {
   }
   return static_cast<std::uint32_t>(c);
 }
+}  // namespace detail::frozen
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+namespace detail::frozen {
+inline constexpr std::uint64_t kAlign = 64;
+inline constexpr std::uint64_t kMaxHeader = 100'000'000;
+inline constexpr std::size_t kMaxItems = 1'000'000;  ///< values or nodes in one graph
 
 inline const char* st_code(DType d) {
   switch (d) {
@@ -215,7 +222,7 @@ inline void put_u64(std::string& s, std::uint64_t v) {
 
 }  // namespace detail::frozen
 
-inline std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& opt) {
+MS_IMPL std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& opt) {
   using namespace detail::frozen;
   MS_CHECK(std::endian::native == std::endian::little, NotImplementedError,
            "freeze: big-endian hosts are not supported");
@@ -314,7 +321,7 @@ inline std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& o
   return out;
 }
 
-inline void freeze(const graph::Graph& g, const std::filesystem::path& path, const FreezeOptions& opt) {
+MS_IMPL void freeze(const graph::Graph& g, const std::filesystem::path& path, const FreezeOptions& opt) {
   const std::string bytes = freeze_to_bytes(g, opt);
   write_file_atomically(path, bytes, "freeze");
 }
@@ -572,14 +579,14 @@ inline graph::Graph parse_checked(const std::shared_ptr<Storage>& buf, std::size
 
 }  // namespace detail::frozen
 
-inline graph::Graph load_frozen_from_memory(const void* data, std::size_t size, std::string_view name,
+MS_IMPL graph::Graph load_frozen_from_memory(const void* data, std::size_t size, std::string_view name,
                                             std::map<std::string, std::string>* metadata) {
   auto buf = Storage::host(std::max<std::size_t>(size, 1));
   if (size) std::memcpy(buf->data, data, size);
   return detail::frozen::parse_checked(buf, size, name, metadata);
 }
 
-inline graph::Graph load_frozen(const std::filesystem::path& path, std::map<std::string, std::string>* metadata) {
+MS_IMPL graph::Graph load_frozen(const std::filesystem::path& path, std::map<std::string, std::string>* metadata) {
   const std::string name = path.string();
   std::FILE* f = std::fopen(name.c_str(), "rb");
   if (!f) MS_THROW(IOError, "load_frozen: cannot open '{}' ({})", name, std::strerror(errno));
@@ -596,5 +603,7 @@ inline graph::Graph load_frozen(const std::filesystem::path& path, std::map<std:
   if (err || got != size) MS_THROW(IOError, "load_frozen: reading '{}' failed after {} of {} bytes", name, got, size);
   return detail::frozen::parse_checked(buf, static_cast<std::size_t>(size), name, metadata);
 }
+
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms

@@ -26,14 +26,29 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "../core/atomic_file.hpp"
+#include "../core/linkage.hpp"
 #include "../core/tensor.hpp"
 #include "module.hpp"
 
+#if MS_IMPL_BODIES  // the format's JSON header
+#include <nlohmann/json.hpp>
+#endif
+
 namespace ms {
 
+/// Writes tensors (any strides, cpu) to `path` in the safetensors format, atomically
+/// (temporary file + rename). `metadata` becomes the "__metadata__" object.
+MS_IMPL void save_safetensors(const std::map<std::string, AnyTensor>& tensors, const std::filesystem::path& path,
+                              const std::map<std::string, std::string>& metadata = {});
+
+/// Reads every tensor of a safetensors file (new contiguous cpu tensors). When `metadata`
+/// is given, the "__metadata__" entries are stored there. Throws IOError naming the path
+/// and the problem for a missing, truncated or malformed file.
+MS_IMPL std::map<std::string, AnyTensor> load_safetensors(const std::filesystem::path& path,
+                                                          std::map<std::string, std::string>* metadata = nullptr);
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
 namespace detail::safetensors {
 
 /// Headers above this size are rejected (the reference implementation's limit).
@@ -173,10 +188,8 @@ inline std::vector<Entry> parse_header(const std::string& text, std::uint64_t da
 
 }  // namespace detail::safetensors
 
-/// Writes tensors (any strides, cpu) to `path` in the safetensors format, atomically
-/// (temporary file + rename). `metadata` becomes the "__metadata__" object.
-inline void save_safetensors(const std::map<std::string, AnyTensor>& tensors, const std::filesystem::path& path,
-                             const std::map<std::string, std::string>& metadata = {}) {
+MS_IMPL void save_safetensors(const std::map<std::string, AnyTensor>& tensors, const std::filesystem::path& path,
+                              const std::map<std::string, std::string>& metadata) {
   using namespace detail::safetensors;
   const std::string name = path.string();
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -221,11 +234,8 @@ inline void save_safetensors(const std::map<std::string, AnyTensor>& tensors, co
   f.commit();
 }
 
-/// Reads every tensor of a safetensors file (new contiguous cpu tensors). When `metadata`
-/// is given, the "__metadata__" entries are stored there. Throws IOError naming the path
-/// and the problem for a missing, truncated or malformed file.
-inline std::map<std::string, AnyTensor> load_safetensors(const std::filesystem::path& path,
-                                                         std::map<std::string, std::string>* metadata = nullptr) {
+MS_IMPL std::map<std::string, AnyTensor> load_safetensors(const std::filesystem::path& path,
+                                                          std::map<std::string, std::string>* metadata) {
   using namespace detail::safetensors;
   const std::string name = path.string();
   std::error_code ec;
@@ -267,6 +277,7 @@ inline std::map<std::string, AnyTensor> load_safetensors(const std::filesystem::
   }
   return out;
 }
+#endif  // MS_IMPL_BODIES
 
 namespace nn {
 

@@ -10,6 +10,7 @@
 
 namespace ms::ops {
 
+#if MS_KERNEL_BODIES  // the formulas are kernels: core/linkage.hpp
 namespace fx {
 inline namespace MS_ISA_NS {
 using simd::c;
@@ -83,6 +84,7 @@ struct Remainder : NoParams {
 };
 }  // namespace MS_ISA_NS
 }  // namespace fx
+#endif  // MS_KERNEL_BODIES
 
 /// A 0-d tensor holding `v` in `dtype`; throws ValueError when v is not representable.
 inline AnyTensor scalar_tensor(double v, DType dtype, std::string_view op = "scalar") {
@@ -138,6 +140,7 @@ inline AnyTensor pow(double a, const AnyTensor& b) { return pow(scalar_tensor(a,
 }  // namespace ops
 
 namespace ops {
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 namespace detail {
 inline namespace MS_ISA_NS {
 template <class Row>
@@ -174,6 +177,7 @@ constexpr IsaKernelRow make_where_op() {
 #endif
 }  // namespace MS_ISA_NS
 }  // namespace detail
+#endif  // MS_KERNEL_BODIES
 MS_ELEMENTWISE_REGISTRATION(const OpDef& where_op, detail::make_where_op());
 inline AnyTensor where(const AnyTensor& cond, const AnyTensor& a, const AnyTensor& b) {
   return call1(where_op, {cond, a, b});

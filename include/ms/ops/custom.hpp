@@ -367,6 +367,7 @@ struct ElementwiseOptions {
   std::string nondiff_reason;  ///< why there is no gradient rule
 };
 
+#if MS_KERNEL_BODIES  // the kernels are built here: core/linkage.hpp
 namespace detail::custom {
 template <class F, DTypeSet Types>
 CustomOp define_elementwise_op(std::string name, ElementwiseOptions opt) {
@@ -412,5 +413,26 @@ template <class F, DTypeSet Types = kFloatTypes>
 CustomOp define_elementwise(std::string name, ElementwiseOptions opt = {}) {
   return detail::custom::define_elementwise_op<F, Types>(std::move(name), std::move(opt));
 }
+
+#else
+// With separate kernels a unit does not see the kernel machinery (core/linkage.hpp): the
+// unit that defines elementwise ops asks for it.
+template <class F>
+inline constexpr bool kKernelBodiesNeeded = false;
+template <DTypeSet Types = kFloatTypes, class F>
+CustomOp define_elementwise(std::string, F, ElementwiseOptions = {}) {
+  static_assert(kKernelBodiesNeeded<F>,
+                "define_elementwise compiles SIMD kernels in this unit: #define MS_KERNEL_BODIES 1 before "
+                "including <ms/ms.hpp> in it (see <ms/core/linkage.hpp>)");
+  return CustomOp(ops::registry().get("add"));
+}
+template <class F, DTypeSet Types = kFloatTypes>
+CustomOp define_elementwise(std::string, ElementwiseOptions = {}) {
+  static_assert(kKernelBodiesNeeded<F>,
+                "define_elementwise compiles SIMD kernels in this unit: #define MS_KERNEL_BODIES 1 before "
+                "including <ms/ms.hpp> in it (see <ms/core/linkage.hpp>)");
+  return CustomOp(ops::registry().get("add"));
+}
+#endif  // MS_KERNEL_BODIES
 
 }  // namespace ms

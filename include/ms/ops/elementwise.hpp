@@ -14,15 +14,16 @@
 #include <limits>
 #include <type_traits>
 
+#include "../core/parallel.hpp"
+#include "dispatch.hpp"
+#if MS_KERNEL_BODIES  // the kernels and their SIMD facade: core/linkage.hpp
 #include "../backend/cpu/kernels/affine.hpp"
 #include "../backend/cpu/kernels/simd.hpp"
 #include "../core/simd.hpp"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
-
-#include "../core/parallel.hpp"
-#include "dispatch.hpp"
+#endif
 #if !defined(MS_ISA_LEVEL)
 #include "isa_dispatch.hpp"
 #endif
@@ -30,6 +31,7 @@
 
 namespace ms::ops {
 
+#if MS_KERNEL_BODIES
 namespace detail {
 inline namespace MS_ISA_NS {
 
@@ -336,12 +338,15 @@ inline void run_elementwise(BlockFn fn, std::span<const AnyTensor> in, const Any
   parallel_for(rows, row_grain, do_rows, 1);
 }
 
+#endif  // MS_KERNEL_BODIES
+
 namespace detail {
 inline bool is_half_float(DType d) { return d == DType::f16 || d == DType::bf16; }
 /// Runs a float32 kernel for 16-bit float operands (defined in views.hpp, beside cast).
-inline void run_upcast_f32(const KernelArgs& k, KernelFn kernel);
+MS_IMPL void run_upcast_f32(const KernelArgs& k, KernelFn kernel);
 }  // namespace detail
 
+#if MS_KERNEL_BODIES
 /// The CPU kernel of every elementwise op: picks the block function by dtype and runs it.
 /// 16-bit floats without a block function of their own compute in float32, rounded once.
 inline void elementwise_kernel(const KernelArgs& a) {
@@ -355,6 +360,8 @@ inline void elementwise_kernel(const KernelArgs& a) {
   if (ew.params) ew.params(a.attrs, params);
   run_elementwise(fn, a.in, a.out[0], params);
 }
+
+#endif  // MS_KERNEL_BODIES
 
 // ---- inference ------------------------------------------------------------------------------
 
@@ -393,6 +400,7 @@ inline void infer_where(const OpDef& op, std::span<const TensorMeta> in, const A
   out.push_back(TensorMeta{in[1].dtype, broadcast_all(op, in)});
 }
 
+#if MS_KERNEL_BODIES
 // ---- registration helpers -------------------------------------------------------------------
 
 /// Functors without parameters accept (and ignore) the params pointer through this base.
@@ -483,5 +491,7 @@ constexpr IsaKernelRow make_elementwise_op(const ElementwiseSpec& s) {
 }  // namespace MS_ISA_NS
 
 #endif
+
+#endif  // MS_KERNEL_BODIES
 
 }  // namespace ms::ops

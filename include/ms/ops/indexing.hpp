@@ -36,6 +36,7 @@ inline AnyTensor tril(const AnyTensor& x, std::int64_t k = 0);
 // ==== implementation =========================================================================
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// x's shape and strides with leading dims of size 1 (stride 0) up to rank r.
 inline void left_pad(const AnyTensor& x, int r, Shape& shape, Shape& strides) {
@@ -241,6 +242,7 @@ inline OpDef triangle_def(const char* name, const char* doc, KernelFn kernel) {
   return d;
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // tile(x; reps).

@@ -22,6 +22,7 @@ inline AnyTensor copy_(const AnyTensor& dst, const AnyTensor& src);
 // ==== implementation =========================================================================
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// True when two elements of t share one memory location (a broadcast view, stride 0 on a
 /// dim of size > 1): writing into such a tensor would be ambiguous.
@@ -65,6 +66,7 @@ inline AnyTensor copy_view(const AnyTensor& dst, const Attrs&) {
   return dst;
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // copy_: inputs (dst, src). Side effect: mutates dst (writes_inputs), so graph passes never

@@ -90,6 +90,7 @@ inline bool leading_dims_matrix(const AnyTensor& t, MatRef& m) {
   return mat_ref(rows, t.shape()[r - 1], rs, t.strides()[r - 1], m);
 }
 
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 /// Lets ms::set_num_threads govern Eigen's OpenMP GEMM. Eigen runs serially by itself when
 /// called inside an OpenMP region (a batch loop below), so no nested oversubscription.
 inline void sync_eigen_threads() {
@@ -399,6 +400,7 @@ inline Cost linear_cost(const OpDef& op, std::span<const TensorMeta> in, std::sp
   return c;
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 MS_REGISTRATION(const OpDef& matmul_op, registry().add([] {

@@ -35,6 +35,7 @@ inline AnyTensor one_hot(const AnyTensor& index, std::int64_t num_classes, DType
 // ==== implementation =========================================================================
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// Copies `shape` elements of `esize` bytes from src (strides ss) to dst (strides ds); strides in
 /// elements, any sign, 0 allowed in src (broadcast). Dims that are contiguous for both sides are
@@ -188,6 +189,7 @@ inline void check_same_dtypes(const OpDef& op, std::span<const TensorMeta> in) {
              in[i].dtype);
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // concat: attr "axis"; variadic inputs.

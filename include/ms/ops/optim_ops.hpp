@@ -23,6 +23,7 @@
 namespace ms::ops {
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// Scalars of one adam_update call, in the parameter's dtype (as the composite form's
 /// scalar operands would be).
@@ -133,6 +134,7 @@ inline std::vector<std::int32_t> adam_update_expand(ExpansionBuilder& b, std::sp
   return {op2(sub_op, p, op2(mul_op, op2(div_op, m, denom), in[4])), m, v};
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // adam_update(p, g, m, v, step_size, bc2_sqrt[, decay]; beta1, beta2, eps, weight_decay)

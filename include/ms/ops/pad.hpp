@@ -29,6 +29,7 @@ inline AnyTensor pad(const AnyTensor& x, const IntList& pads_last_dim_first, std
 // ==== implementation =========================================================================
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 enum class PadMode { constant, reflect, replicate };
 
@@ -147,6 +148,7 @@ inline void pad_grad_kernel(const KernelArgs& k) {
   });
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // pad(x; begin, end, mode, value).

@@ -13,7 +13,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 #include "../core/simd.hpp"
+#endif
 
 #include "../core/parallel.hpp"
 #include "attr_struct.hpp"
@@ -117,6 +120,11 @@ struct ArgReduceAttrs {
 };
 
 namespace detail {
+inline Attrs reduce_attrs(const IntList& axes, bool keepdim) { return to_attrs(ReduceAttrs{axes, keepdim}); }
+
+inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) { return to_attrs(ArgReduceAttrs{axis, keepdim}); }
+
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 enum class Red : std::uint8_t { sum, prod, mean, max, min, var, std, argmax, argmin };
 /// The typed attributes of reduction K (argmax and argmin: ArgReduceAttrs).
@@ -721,9 +729,7 @@ OpDef make_reduce_op(std::string name, std::string doc) {
   return d;
 }
 
-inline Attrs reduce_attrs(const IntList& axes, bool keepdim) { return to_attrs(ReduceAttrs{axes, keepdim}); }
-inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) { return to_attrs(ArgReduceAttrs{axis, keepdim}); }
-
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 MS_REGISTRATION(const OpDef& sum_op, registry().add(detail::make_reduce_op<detail::Red::sum>(

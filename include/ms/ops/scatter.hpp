@@ -10,6 +10,7 @@
 
 namespace ms::ops {
 
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 namespace detail {
 /// out = contiguous copy of base (out is preallocated and contiguous).
 inline void copy_base(const AnyTensor& base, const AnyTensor& out) {
@@ -36,6 +37,7 @@ inline std::int64_t index_at(const AnyTensor& idx, std::int64_t off) {
   return idx.dtype() == DType::i64 ? read_index<std::int64_t>(idx, off) : read_index<std::int32_t>(idx, off);
 }
 }  // namespace detail
+#endif  // MS_KERNEL_BODIES
 
 // slice_scatter(base, src; axis, start, stop, step): base with base[slice] = src.
 MS_REGISTRATION(const OpDef& slice_scatter_op, registry().add([] {
@@ -71,6 +73,7 @@ MS_REGISTRATION(const OpDef& slice_scatter_op, registry().add([] {
   return d;
 }()));
 
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 namespace detail {
 template <class F>
 void for_each_index(const Shape& shape, F&& f) {  // f(multi_index)
@@ -121,6 +124,7 @@ inline void check_indices(const OpDef& op, const AnyTensor& idx, std::int64_t n,
   });
 }
 }  // namespace detail
+#endif  // MS_KERNEL_BODIES
 
 // scatter_add(base, index, src; axis): out = base; out[..., index[p], ...] += src[p] (adjoint of gather).
 MS_REGISTRATION(const OpDef& scatter_add_op, registry().add([] {

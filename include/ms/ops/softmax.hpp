@@ -9,7 +9,10 @@
 #include <limits>
 #include <vector>
 
+#include "../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 #include "../core/simd.hpp"
+#endif
 
 #include "../core/parallel.hpp"
 #include "attr_struct.hpp"
@@ -46,6 +49,7 @@ struct SoftmaxAttrs {
 };
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 inline void infer_softmax(const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
   normalize_axis(attrs_as<SoftmaxAttrs>(op, a).axis, in[0].shape.rank(), op.name);
@@ -203,6 +207,7 @@ OpDef make_softmax_op() {
   return d;
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 MS_REGISTRATION(const OpDef& softmax_op, registry().add(detail::make_softmax_op<false>()));

@@ -10,6 +10,7 @@
 
 namespace ms::ops {
 
+#if MS_KERNEL_BODIES  // the formulas are kernels: core/linkage.hpp
 namespace fx {  // the formulas
 inline namespace MS_ISA_NS {
 using simd::c;
@@ -106,6 +107,7 @@ struct PowScalar {
 };
 }  // namespace MS_ISA_NS
 }  // namespace fx
+#endif  // MS_KERNEL_BODIES
 
 inline constexpr DTypeSet kSignedNumeric{DType::f32, DType::f64, DType::i32, DType::i64};
 

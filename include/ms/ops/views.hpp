@@ -201,6 +201,7 @@ MS_REGISTRATION(const OpDef& expand_op, registry().add([] {
   return d;
 }()));
 
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 namespace fx {
 struct Identity : NoParams {
   using NoParams::NoParams;
@@ -208,6 +209,7 @@ struct Identity : NoParams {
   V operator()(V x) const { return x; }
 };
 }  // namespace fx
+#endif
 
 // copy: a contiguous copy of any layout (serves contiguous() and clone()).
 MS_REGISTRATION(const OpDef& copy_op, registry().add([] {
@@ -219,6 +221,7 @@ MS_REGISTRATION(const OpDef& copy_op, registry().add([] {
   return d;
 }()));
 
+#if MS_KERNEL_BODIES
 namespace detail {
 /// x rounded to float with round-to-odd (truncate, then set the lowest bit when inexact).
 /// Rounding that to a 16-bit float gives the correctly rounded result; two round-to-nearest
@@ -266,6 +269,7 @@ inline O convert(I x) {
   }
 }
 }  // namespace detail
+#endif  // MS_KERNEL_BODIES
 
 // cast: attr "dtype".
 MS_REGISTRATION(const OpDef& cast_op, registry().add([] {
@@ -304,7 +308,19 @@ MS_REGISTRATION(const OpDef& cast_op, registry().add([] {
 namespace detail {
 /// A contiguous version of x for use INSIDE kernels (no dispatch, nothing recorded):
 /// returns x itself when already contiguous, else a fresh contiguous copy.
-inline AnyTensor contiguous_raw(const AnyTensor& x) {
+MS_IMPL AnyTensor contiguous_raw(const AnyTensor& x);
+/// y (contiguous, dtype `to`) <- x converted, with the cast op's kernel (no dispatch).
+MS_IMPL void cast_into_raw(const AnyTensor& x, const AnyTensor& y);
+/// Runs `kernel` (which computes in float32) for an op called with 16-bit floats, the way
+/// PyTorch's CPU kernels do: float16/bfloat16 inputs are converted to float32, the kernel
+/// computes float32 results, and each is rounded once to its output's dtype. Inputs and
+/// outputs of other dtypes (indices, masks) pass through unchanged.
+MS_IMPL void run_upcast_f32(const KernelArgs& k, KernelFn kernel);
+}  // namespace detail
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+namespace detail {
+MS_IMPL AnyTensor contiguous_raw(const AnyTensor& x) {
   if (x.is_contiguous()) return x;
   AnyTensor out = AnyTensor::empty(x.shape(), x.dtype());
   const AnyTensor in[1] = {x};
@@ -312,19 +328,14 @@ inline AnyTensor contiguous_raw(const AnyTensor& x) {
   return out;
 }
 
-/// y (contiguous, dtype `to`) <- x converted, with the cast op's kernel (no dispatch).
-inline void cast_into_raw(const AnyTensor& x, const AnyTensor& y) {
+MS_IMPL void cast_into_raw(const AnyTensor& x, const AnyTensor& y) {
   const Attrs a{{"dtype", y.dtype()}};
   const AnyTensor in[1] = {x};
   AnyTensor out[1] = {y};
   cast_op.kernel(KernelArgs{cast_op, in, out, a});
 }
 
-/// Runs `kernel` (which computes in float32) for an op called with 16-bit floats, the way
-/// PyTorch's CPU kernels do: float16/bfloat16 inputs are converted to float32, the kernel
-/// computes float32 results, and each is rounded once to its output's dtype. Inputs and
-/// outputs of other dtypes (indices, masks) pass through unchanged.
-inline void run_upcast_f32(const KernelArgs& k, KernelFn kernel) {
+MS_IMPL void run_upcast_f32(const KernelArgs& k, KernelFn kernel) {
   std::vector<AnyTensor> in(k.in.begin(), k.in.end()), out(k.out.begin(), k.out.end());
   for (AnyTensor& t : in) {
     if (!t.defined() || !is_half_float(t.dtype())) continue;
@@ -343,6 +354,7 @@ inline void run_upcast_f32(const KernelArgs& k, KernelFn kernel) {
   }
 }
 }  // namespace detail
+#endif  // MS_IMPL_BODIES
 
 // ---- untyped API ----------------------------------------------------------------------------
 

@@ -25,19 +25,23 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "../core/linkage.hpp"
 #include "../core/npy.hpp"
 #include "../backend/backend.hpp"
 #include "../ops/dispatch.hpp"
 #include "scope.hpp"
+
+#if MS_IMPL_BODIES  // the configuration parser and the name patterns
+#include <regex>
+
+#include <nlohmann/json.hpp>
+#endif
 
 namespace ms {
 
@@ -111,75 +115,8 @@ inline std::vector<std::pair<std::int64_t, std::int64_t>> parse_iteration(const 
   return out;
 }
 
-inline int get_int(const nlohmann::json& v, const char* key, std::initializer_list<int> ok, const char* what) {
-  if (v.is_number_integer()) {
-    auto x = v.get<std::int64_t>();
-    for (int o : ok)
-      if (x == o) return o;
-  }
-  bad(fmt::format("{} must be {}, got {}", key, what, v.dump()));
-}
-
-inline DumpConfig parse(const nlohmann::json& root) {
-  MS_CHECK(root.is_object(), ValueError, "dump config: expected a JSON object, got {}", root.type_name());
-  const nlohmann::json* s = &root;
-  if (root.contains("common_dump_settings")) {
-    for (auto& [k, v] : root.items())
-      if (k != "common_dump_settings" && k != "e2e_dump_settings" && k != "async_dump_settings")
-        bad(fmt::format("unknown key \"{}\" (accepted at the top level: common_dump_settings, e2e_dump_settings, "
-                        "async_dump_settings)",
-                        k));
-    s = &root["common_dump_settings"];
-    MS_CHECK(s->is_object(), ValueError, "dump config: common_dump_settings must be an object, got {}",
-             s->type_name());
-  }
-  DumpConfig c;
-  for (auto& [k, v] : s->items()) {
-    if (k == "dump_mode") {
-      c.dump_mode = get_int(v, "dump_mode", {0, 1}, "0 (all ops) or 1 (ops listed in kernels)");
-    } else if (k == "path") {
-      if (!v.is_string() || v.get<std::string>().empty() || !std::filesystem::path(v.get<std::string>()).is_absolute())
-        bad(fmt::format("path must be an absolute directory path, got {}", v.dump()));
-      c.path = v.get<std::string>();
-    } else if (k == "net_name") {
-      if (!v.is_string() || v.get<std::string>().empty() ||
-          v.get<std::string>().find_first_of("/\\") != std::string::npos)
-        bad(fmt::format("net_name must be a non-empty name without '/', got {}", v.dump()));
-      c.net_name = v.get<std::string>();
-    } else if (k == "iteration") {
-      if (!v.is_string())
-        bad(fmt::format("iteration must be \"all\" or ranges like \"0|5-8|100-120\", got {}", v.dump()));
-      c.iteration = v.get<std::string>();
-      c.ranges = parse_iteration(c.iteration);
-    } else if (k == "input_output") {
-      c.input_output = get_int(v, "input_output", {0, 1, 2}, "0 (inputs and outputs), 1 (inputs) or 2 (outputs)");
-    } else if (k == "kernels") {
-      if (!v.is_array()) bad(fmt::format("kernels must be a list of strings, got {}", v.dump()));
-      for (auto& e : v) {
-        if (!e.is_string()) bad(fmt::format("kernels must be a list of strings, got {}", v.dump()));
-        c.kernels.push_back(e.get<std::string>());
-      }
-    } else if (k == "saved_data") {
-      std::string x = v.is_string() ? v.get<std::string>() : "";
-      if (x == "tensor") c.saved_data = DumpConfig::Saved::tensor;
-      else if (x == "statistic") c.saved_data = DumpConfig::Saved::statistic;
-      else if (x == "full") c.saved_data = DumpConfig::Saved::full;
-      else bad(fmt::format("saved_data must be \"tensor\", \"statistic\" or \"full\", got {}", v.dump()));
-    } else if (k == "op_debug_mode") {
-      c.op_debug_mode = get_int(v, "op_debug_mode", {0, 3, 4}, "0 (off), 3 or 4 (overflow detection)");
-    } else if (k == "support_device") {
-      // accepted for MindSpore compatibility; this dump runs on the calling thread's device
-    } else if (k == "file_format") {
-      if (!(v.is_string() && v.get<std::string>() == "npy"))
-        bad(fmt::format("file_format must be \"npy\", got {}", v.dump()));
-    } else {
-      bad(fmt::format("unknown key \"{}\" (accepted: {})", k, kAcceptedKeys));
-    }
-  }
-  if (!s->contains("path")) bad("missing required key \"path\"");
-  if (c.dump_mode == 1 && c.kernels.empty()) bad("dump_mode 1 needs a non-empty kernels list");
-  return c;
-}
+/// Parses a JSON configuration text (see DataDump::parse_config).
+MS_IMPL DumpConfig parse_config(const std::string& json_text);
 
 /// Keeps '/', '\\', '.' and whitespace out of a file-name field.
 inline std::string sanitize(std::string_view s) {
@@ -262,6 +199,12 @@ inline bool has_inf_or_nan(const AnyTensor& dt) {
   return bad_value;
 }
 
+/// A compiled "name-regex(...)" pattern (a std::regex, compiled once in the kernel unit).
+struct Pattern;
+/// Compiles `regex` (from the kernels entry `entry`); ValueError naming both when invalid.
+MS_IMPL std::shared_ptr<const Pattern> compile_pattern(const std::string& entry, const std::string& regex);
+MS_IMPL bool pattern_search(const Pattern& p, const std::string& name);
+
 }  // namespace detail::dump
 
 class DataDump : public ops::OpObserver {
@@ -270,11 +213,7 @@ class DataDump : public ops::OpObserver {
     for (auto& k : cfg_.kernels) {
       static constexpr std::string_view pre = "name-regex(";
       if (k.size() > pre.size() && k.compare(0, pre.size(), pre) == 0 && k.back() == ')') {
-        try {
-          regexes_.emplace_back(k.substr(pre.size(), k.size() - pre.size() - 1));
-        } catch (const std::regex_error& e) {
-          detail::dump::bad(fmt::format("kernels: invalid regular expression in \"{}\": {}", k, e.what()));
-        }
+        regexes_.push_back(detail::dump::compile_pattern(k, k.substr(pre.size(), k.size() - pre.size() - 1)));
       } else {
         names_.insert(k);
       }
@@ -285,15 +224,7 @@ class DataDump : public ops::OpObserver {
   ~DataDump() override { stop(); }
 
   /// Parses a JSON configuration (either {"common_dump_settings": {...}} or the settings object itself).
-  static DumpConfig parse_config(const std::string& json_text) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(json_text);
-    } catch (const nlohmann::json::parse_error& e) {
-      detail::dump::bad(fmt::format("invalid JSON: {}", e.what()));
-    }
-    return detail::dump::parse(j);
-  }
+  static DumpConfig parse_config(const std::string& json_text) { return detail::dump::parse_config(json_text); }
   static std::unique_ptr<DataDump> from_json(const std::string& json_text) {
     return std::make_unique<DataDump>(parse_config(json_text));
   }
@@ -445,7 +376,7 @@ class DataDump : public ops::OpObserver {
     if (cfg_.dump_mode == 0) return true;
     if (names_.count(f.name) || names_.count(f.type) || names_.count(std::string(op.name))) return true;
     for (auto& r : regexes_)
-      if (std::regex_search(f.name, r)) return true;
+      if (detail::dump::pattern_search(*r, f.name)) return true;
     return false;
   }
 
@@ -485,7 +416,7 @@ class DataDump : public ops::OpObserver {
 
   DumpConfig cfg_;
   std::set<std::string> names_;
-  std::vector<std::regex> regexes_;
+  std::vector<std::shared_ptr<const detail::dump::Pattern>> regexes_;
   mutable std::mutex mu_;
   std::int64_t iteration_ = 0;
   std::int64_t task_ = 0;
@@ -499,5 +430,105 @@ class DataDump : public ops::OpObserver {
 
 /// Runs a DataDump for the lifetime of the scope.
 using DumpScope = ToolScope<DataDump>;
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+namespace detail::dump {
+
+inline int get_int(const nlohmann::json& v, const char* key, std::initializer_list<int> ok, const char* what) {
+  if (v.is_number_integer()) {
+    auto x = v.get<std::int64_t>();
+    for (int o : ok)
+      if (x == o) return o;
+  }
+  bad(fmt::format("{} must be {}, got {}", key, what, v.dump()));
+}
+
+inline DumpConfig parse(const nlohmann::json& root) {
+  MS_CHECK(root.is_object(), ValueError, "dump config: expected a JSON object, got {}", root.type_name());
+  const nlohmann::json* s = &root;
+  if (root.contains("common_dump_settings")) {
+    for (auto& [k, v] : root.items())
+      if (k != "common_dump_settings" && k != "e2e_dump_settings" && k != "async_dump_settings")
+        bad(fmt::format("unknown key \"{}\" (accepted at the top level: common_dump_settings, e2e_dump_settings, "
+                        "async_dump_settings)",
+                        k));
+    s = &root["common_dump_settings"];
+    MS_CHECK(s->is_object(), ValueError, "dump config: common_dump_settings must be an object, got {}",
+             s->type_name());
+  }
+  DumpConfig c;
+  for (auto& [k, v] : s->items()) {
+    if (k == "dump_mode") {
+      c.dump_mode = get_int(v, "dump_mode", {0, 1}, "0 (all ops) or 1 (ops listed in kernels)");
+    } else if (k == "path") {
+      if (!v.is_string() || v.get<std::string>().empty() || !std::filesystem::path(v.get<std::string>()).is_absolute())
+        bad(fmt::format("path must be an absolute directory path, got {}", v.dump()));
+      c.path = v.get<std::string>();
+    } else if (k == "net_name") {
+      if (!v.is_string() || v.get<std::string>().empty() ||
+          v.get<std::string>().find_first_of("/\\") != std::string::npos)
+        bad(fmt::format("net_name must be a non-empty name without '/', got {}", v.dump()));
+      c.net_name = v.get<std::string>();
+    } else if (k == "iteration") {
+      if (!v.is_string())
+        bad(fmt::format("iteration must be \"all\" or ranges like \"0|5-8|100-120\", got {}", v.dump()));
+      c.iteration = v.get<std::string>();
+      c.ranges = parse_iteration(c.iteration);
+    } else if (k == "input_output") {
+      c.input_output = get_int(v, "input_output", {0, 1, 2}, "0 (inputs and outputs), 1 (inputs) or 2 (outputs)");
+    } else if (k == "kernels") {
+      if (!v.is_array()) bad(fmt::format("kernels must be a list of strings, got {}", v.dump()));
+      for (auto& e : v) {
+        if (!e.is_string()) bad(fmt::format("kernels must be a list of strings, got {}", v.dump()));
+        c.kernels.push_back(e.get<std::string>());
+      }
+    } else if (k == "saved_data") {
+      std::string x = v.is_string() ? v.get<std::string>() : "";
+      if (x == "tensor") c.saved_data = DumpConfig::Saved::tensor;
+      else if (x == "statistic") c.saved_data = DumpConfig::Saved::statistic;
+      else if (x == "full") c.saved_data = DumpConfig::Saved::full;
+      else bad(fmt::format("saved_data must be \"tensor\", \"statistic\" or \"full\", got {}", v.dump()));
+    } else if (k == "op_debug_mode") {
+      c.op_debug_mode = get_int(v, "op_debug_mode", {0, 3, 4}, "0 (off), 3 or 4 (overflow detection)");
+    } else if (k == "support_device") {
+      // accepted for MindSpore compatibility; this dump runs on the calling thread's device
+    } else if (k == "file_format") {
+      if (!(v.is_string() && v.get<std::string>() == "npy"))
+        bad(fmt::format("file_format must be \"npy\", got {}", v.dump()));
+    } else {
+      bad(fmt::format("unknown key \"{}\" (accepted: {})", k, kAcceptedKeys));
+    }
+  }
+  if (!s->contains("path")) bad("missing required key \"path\"");
+  if (c.dump_mode == 1 && c.kernels.empty()) bad("dump_mode 1 needs a non-empty kernels list");
+  return c;
+}
+
+struct Pattern {
+  std::regex re;
+};
+
+MS_IMPL std::shared_ptr<const Pattern> compile_pattern(const std::string& entry, const std::string& regex) {
+  try {
+    return std::make_shared<const Pattern>(Pattern{std::regex(regex)});
+  } catch (const std::regex_error& e) {
+    bad(fmt::format("kernels: invalid regular expression in \"{}\": {}", entry, e.what()));
+  }
+}
+
+MS_IMPL bool pattern_search(const Pattern& p, const std::string& name) { return std::regex_search(name, p.re); }
+
+MS_IMPL DumpConfig parse_config(const std::string& json_text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad(fmt::format("invalid JSON: {}", e.what()));
+  }
+  return parse(j);
+}
+
+}  // namespace detail::dump
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms

@@ -26,12 +26,15 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "../core/atomic_file.hpp"
+#include "../core/linkage.hpp"
 #include "../ops/dispatch.hpp"
 #include "../ops/dnnl.hpp"
 #include "scope.hpp"
+
+#if MS_IMPL_BODIES  // Profiler::chrome_trace
+#include <nlohmann/json.hpp>
+#endif
 
 namespace ms {
 
@@ -193,48 +196,9 @@ class Profiler : public ops::OpObserver {
                        100.0 * c.hit_rate());
   }
 
-  /// Chrome trace-event JSON (ts/dur in µs; one track per thread and stream).
-  nlohmann::json chrome_trace_json() const {
-    std::lock_guard lk(mu_);
-    nlohmann::json evs = nlohmann::json::array();
-    std::map<std::pair<int, int>, int> tracks;
-    auto track = [&](const ProfileEvent& e) {
-      auto key = std::pair(e.thread, e.stream);
-      auto it = tracks.find(key);
-      if (it != tracks.end()) return it->second;
-      int tid = static_cast<int>(tracks.size()) + 1;
-      tracks.emplace(key, tid);
-      return tid;
-    };
-    for (auto& e : events_) {
-      nlohmann::json j;
-      j["name"] = e.name;
-      j["cat"] = e.type;
-      j["ph"] = "X";
-      j["ts"] = static_cast<double>(e.start_ns) / 1000.0;
-      j["dur"] = static_cast<double>(e.duration_ns()) / 1000.0;
-      j["pid"] = 1;
-      j["tid"] = track(e);
-      j["args"] = {{"type", e.type}, {"flops", e.flops}, {"bytes", e.bytes}, {"graph_id", e.graph_id},
-                   {"stream", e.stream}, {"engine", e.engine}};
-      evs.push_back(std::move(j));
-    }
-    evs.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "ms"}}}});
-    for (auto& [key, tid] : tracks)
-      evs.push_back({{"name", "thread_name"},
-                     {"ph", "M"},
-                     {"pid", 1},
-                     {"tid", tid},
-                     {"args", {{"name", fmt::format("thread {} / stream {}", key.first, key.second)}}}});
-    const DnnlCacheStats c = dnnl_cache_stats();
-    nlohmann::json other{{"cpu_gemm", std::string(cpu_gemm_name(cpu_gemm()))},
-                         {"dnnl_isa", dnnl_cpu_isa()},
-                         {"cpu_isa", std::string(cpu::isa_name(cpu::isa()))},
-                         {"dnnl_cache", {{"size", c.size}, {"capacity", c.capacity}, {"hits", c.hits}, {"misses", c.misses}}},
-                         {"backends", ops::summary_lines()}};
-    return nlohmann::json{{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
-  }
-  std::string chrome_trace() const { return chrome_trace_json().dump(); }
+  /// Chrome trace-event JSON (ts/dur in µs; one track per thread and stream; otherData names
+  /// the CPU GEMM path, oneDNN's ISA, the CPU kernels' level and the primitive cache).
+  MS_IMPL std::string chrome_trace() const;
 
   /// Writes chrome_trace() to `path` atomically (a temporary file next to it, then a rename).
   void write_chrome_trace(const std::filesystem::path& path) const {
@@ -318,5 +282,49 @@ class Profiler : public ops::OpObserver {
 
 /// Runs a Profiler for the lifetime of the scope.
 using ProfilerScope = ToolScope<Profiler>;
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+MS_IMPL std::string Profiler::chrome_trace() const {
+  std::lock_guard lk(mu_);
+  nlohmann::json evs = nlohmann::json::array();
+  std::map<std::pair<int, int>, int> tracks;
+  auto track = [&](const ProfileEvent& e) {
+    auto key = std::pair(e.thread, e.stream);
+    auto it = tracks.find(key);
+    if (it != tracks.end()) return it->second;
+    int tid = static_cast<int>(tracks.size()) + 1;
+    tracks.emplace(key, tid);
+    return tid;
+  };
+  for (auto& e : events_) {
+    nlohmann::json j;
+    j["name"] = e.name;
+    j["cat"] = e.type;
+    j["ph"] = "X";
+    j["ts"] = static_cast<double>(e.start_ns) / 1000.0;
+    j["dur"] = static_cast<double>(e.duration_ns()) / 1000.0;
+    j["pid"] = 1;
+    j["tid"] = track(e);
+    j["args"] = {{"type", e.type}, {"flops", e.flops}, {"bytes", e.bytes}, {"graph_id", e.graph_id},
+                 {"stream", e.stream}, {"engine", e.engine}};
+    evs.push_back(std::move(j));
+  }
+  evs.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "ms"}}}});
+  for (auto& [key, tid] : tracks)
+    evs.push_back({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", 1},
+                   {"tid", tid},
+                   {"args", {{"name", fmt::format("thread {} / stream {}", key.first, key.second)}}}});
+  const DnnlCacheStats c = dnnl_cache_stats();
+  nlohmann::json other{{"cpu_gemm", std::string(cpu_gemm_name(cpu_gemm()))},
+                       {"dnnl_isa", dnnl_cpu_isa()},
+                       {"cpu_isa", std::string(cpu::isa_name(cpu::isa()))},
+                       {"dnnl_cache", {{"size", c.size}, {"capacity", c.capacity}, {"hits", c.hits}, {"misses", c.misses}}},
+                       {"backends", ops::summary_lines()}};
+  return nlohmann::json{{"traceEvents", std::move(evs)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}}
+      .dump();
+}
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms

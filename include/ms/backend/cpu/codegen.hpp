@@ -32,6 +32,10 @@
 //   comparisons, not custom ops) on one float dtype, in every form (plain, GEMM epilogue,
 //   reduction). Other fused nodes keep the interpreter.
 
+#include "../../core/linkage.hpp"
+#include "../../graph/graph.hpp"
+
+#if MS_IMPL_BODIES
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,7 +52,10 @@
 #include <unordered_map>
 
 #include "../../core/atomic_file.hpp"
+#include "../../core/cpu_isa.hpp"
+#include "../../core/simd.hpp"
 #include "../../graph/fusion.hpp"
+#endif
 
 namespace ms::backend {
 
@@ -58,6 +65,13 @@ struct CodegenStats {
   int cache_loads = 0;  ///< shared objects found in the cache and loaded without compiling
 };
 
+/// Counts of compiled and cache-loaded objects since the process started.
+MS_IMPL CodegenStats codegen_stats();
+/// Generates, compiles and installs kernels for the fused nodes of g that generated code
+/// covers (see the top of this file); returns how many nodes got one.
+MS_IMPL int generate_fused_kernels(graph::Graph& g);
+
+#if MS_IMPL_BODIES  // compiled once, with the kernels' flags: core/linkage.hpp
 namespace codegen {
 
 inline std::atomic<int>& compile_count() {
@@ -191,7 +205,7 @@ inline Toolchain toolchain() {
 #endif
   // MS_NO_CONFIG_CHECK: the generated unit uses only formulas, never the kernels, so the
   // configuration checks of core/config_check.hpp do not apply to it.
-  f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS -DMS_NO_CONFIG_CHECK";
+  f += " -O3 -fPIC -shared -w -DMS_SEPARATE_KERNELS -DMS_KERNEL_BODIES=1 -DMS_NO_CONFIG_CHECK";
   // The generated code must pick the same xsimd architecture and the same instructions
   // (FMA inside the math functions) as the interpreter's kernels: those of the CPU level in
   // force (<ms/core/cpu_isa.hpp>), or, for the baseline, the features this unit was
@@ -346,13 +360,10 @@ inline void* load_or_compile(const std::string& source) {
 
 }  // namespace codegen
 
-/// Counts of compiled and cache-loaded objects since the process started.
-inline CodegenStats codegen_stats() { return {codegen::compile_count().load(), codegen::load_count().load()}; }
+MS_IMPL CodegenStats codegen_stats() { return {codegen::compile_count().load(), codegen::load_count().load()}; }
 
 
-/// Generates, compiles and installs kernels for the fused nodes of g that generated code
-/// covers (see the top of this file); returns how many nodes got one.
-inline int generate_fused_kernels(graph::Graph& g) {
+MS_IMPL int generate_fused_kernels(graph::Graph& g) {
   struct Job {
     std::size_t node;
     std::uint64_t scalars;
@@ -393,5 +404,7 @@ inline int generate_fused_kernels(graph::Graph& g) {
   }
   return static_cast<int>(jobs.size());
 }
+
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::backend

@@ -64,6 +64,7 @@ inline std::uint64_t dnnl_postop_runs() {
 
 }  // namespace ms
 
+#if MS_KERNEL_BODIES  // the epilogues run in the kernels' unit: core/linkage.hpp
 namespace ms::backend::cpu {
 
 #if defined(MS_HAVE_DNNL)
@@ -371,3 +372,4 @@ inline bool run_dnnl_epilogue([[maybe_unused]] const graph::FusedProgram& p,
 }
 
 }  // namespace ms::backend::cpu
+#endif  // MS_KERNEL_BODIES

@@ -28,12 +28,12 @@ using graph::ValueKind;
 class Executable;
 namespace detail {
 /// Builds the steps of `ex` (one per node) and the tables that bind values into them.
-inline void build_steps(Executable& ex, const ValuePlan& vp);
+MS_IMPL void build_steps(Executable& ex, const ValuePlan& vp);
 /// Binds what is known at compile time: parameters, constants, static views, arena values
 /// and values written straight into a parameter.
-inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param);
+MS_IMPL void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param);
 /// Elementwise kernels on flat operands: resolves the block kernel now (the replay hot path).
-inline void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp);
+MS_IMPL void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp);
 }  // namespace detail
 
 /// A graph compiled for the CPU (see the top of this file).
@@ -46,55 +46,7 @@ class Executable final : public CompiledGraph {
   Executable& operator=(const Executable&) = delete;
 
   /// Runs the graph on `inputs` (dtype, shape and device must match the captured ones).
-  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) override {
-    check_inputs(graph_, inputs);
-    const auto& gin = graph_.inputs();
-    for (std::size_t i = 0; i < gin.size(); ++i) {
-      // View ops on an input were traced on a contiguous tensor (reshape needs one): give them one.
-      if (input_viewed_[i] && !inputs[i].is_contiguous()) [[unlikely]]
-        bind(gin[i], ops::detail::contiguous_raw(inputs[i]));
-      else
-        bind(gin[i], inputs[i]);
-    }
-    for (ValueId v : fresh_) bind(v, AnyTensor::empty(graph_.value(v).meta.shape, graph_.value(v).meta.dtype));
-    ops::OpObserver* obs = ops::detail::observer;
-    // The first replay takes ownership of the oneDNN primitives its nodes use (made when
-    // the graph was traced): later replays only execute them, whatever else fills the cache.
-    ops::detail::PrimitiveOwner owner(primitives_owned_ ? nullptr : &primitives_);
-    for (Step& s : steps_) {
-      std::uint64_t token = 0;
-      if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs, info(s));
-      switch (s.kind) {
-        case StepKind::kernel: s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs}); break;
-        case StepKind::elementwise: run_elementwise_step(s); break;
-        case StepKind::fused: cpu::run_fused(*s.node->fused, s.in, s.out[0]); break;
-        case StepKind::view:
-          s.out[0] = s.node->op->view(s.in[0], s.node->attrs);
-          bind(s.node->outputs[0], s.out[0]);
-          break;
-        case StepKind::static_view: break;
-      }
-      if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out, info(s));
-      ops::detail::make_progress();  // a collective started by an earlier step advances
-    }
-    primitives_owned_ = true;
-    std::vector<AnyTensor> outs;
-    outs.reserve(graph_.outputs().size());
-    for (ValueId v : graph_.outputs()) {
-      const graph::Value& val = graph_.value(v);
-      AnyTensor t = current_[static_cast<std::size_t>(v)];
-      bool owned = std::find(fresh_.begin(), fresh_.end(), v) != fresh_.end() || val.kind == ValueKind::input;
-      if (!owned) {  // arena views, params and constants: hand out a copy the next run cannot change
-        AnyTensor c = AnyTensor::empty(t.shape(), t.dtype());
-        const AnyTensor src[1] = {t};
-        ops::run_elementwise(ops::copy_op.elementwise.block[static_cast<int>(t.dtype())], src, c, nullptr);
-        t = c;
-      }
-      outs.push_back(t);
-    }
-    release_run_bindings();
-    return outs;
-  }
+  MS_IMPL std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) override;
   /// oneDNN primitives this executable owns (taken on its first replay; 0 without oneDNN).
   std::size_t owned_primitives() const { return primitives_.size(); }
 
@@ -150,34 +102,7 @@ class Executable final : public CompiledGraph {
     for (ValueId v : fresh_) bind(v, none);
     for (ValueId v : runtime_views_) bind(v, none);
   }
-  void run_elementwise_step(Step& s) {
-    const FlatElementwise& ew = s.ew;
-    const char* base[ops::kMaxArity];
-    for (int j = 0; j < ew.nin; ++j) {
-      if (ew.ptr[j]) {
-        base[j] = ew.ptr[j];
-      } else if (ew.inline_scalar[j]) {
-        base[j] = reinterpret_cast<const char*>(ew.scalar[j]);
-      } else {
-        const AnyTensor& t = s.in[static_cast<std::size_t>(j)];
-        if (ew.check[j] && !t.is_contiguous()) [[unlikely]] {
-          s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs});
-          return;
-        }
-        base[j] = static_cast<const char*>(t.raw_data());
-      }
-    }
-    char* obase = ew.optr ? ew.optr : static_cast<char*>(s.out[0].raw_data());
-    if (ew.n < kParallelGrain) {  // what parallel_for does below its grain, without the call
-      if (ew.n > 0) ew.fn(reinterpret_cast<const void* const*>(base), ew.st, obase, ew.n, ew.params);
-      return;
-    }
-    parallel_for(ew.n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      const void* p[ops::kMaxArity];
-      for (int j = 0; j < ew.nin; ++j) p[j] = base[j] + b * ew.st[j] * ew.esize[j];
-      ew.fn(p, ew.st, obase + b * ew.osize, e - b, ew.params);
-    });
-  }
+  MS_IMPL void run_elementwise_step(Step& s);
   friend Executable compile(graph::Graph g, const CompileOptions& opt);
   friend void detail::build_steps(Executable& ex, const ValuePlan& vp);
   friend void detail::bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param);
@@ -211,6 +136,89 @@ class Executable final : public CompiledGraph {
   bool primitives_owned_ = false;
   MemoryPlan plan_;
 };
+
+/// Optimizes `g` (unless disabled), plans its memory and returns a replayable executable.
+MS_IMPL Executable compile(graph::Graph g, const CompileOptions& opt = {});
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+MS_IMPL std::vector<AnyTensor> Executable::run(std::span<const AnyTensor> inputs) {
+  check_inputs(graph_, inputs);
+  const auto& gin = graph_.inputs();
+  for (std::size_t i = 0; i < gin.size(); ++i) {
+    // View ops on an input were traced on a contiguous tensor (reshape needs one): give them one.
+    if (input_viewed_[i] && !inputs[i].is_contiguous()) [[unlikely]]
+      bind(gin[i], ops::detail::contiguous_raw(inputs[i]));
+    else
+      bind(gin[i], inputs[i]);
+  }
+  for (ValueId v : fresh_) bind(v, AnyTensor::empty(graph_.value(v).meta.shape, graph_.value(v).meta.dtype));
+  ops::OpObserver* obs = ops::detail::observer;
+  // The first replay takes ownership of the oneDNN primitives its nodes use (made when
+  // the graph was traced): later replays only execute them, whatever else fills the cache.
+  ops::detail::PrimitiveOwner owner(primitives_owned_ ? nullptr : &primitives_);
+  for (Step& s : steps_) {
+    std::uint64_t token = 0;
+    if (obs) [[unlikely]] token = obs->begin(*s.node->op, s.in, s.node->attrs, info(s));
+    switch (s.kind) {
+      case StepKind::kernel: s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs}); break;
+      case StepKind::elementwise: run_elementwise_step(s); break;
+      case StepKind::fused: cpu::run_fused(*s.node->fused, s.in, s.out[0]); break;
+      case StepKind::view:
+        s.out[0] = s.node->op->view(s.in[0], s.node->attrs);
+        bind(s.node->outputs[0], s.out[0]);
+        break;
+      case StepKind::static_view: break;
+    }
+    if (obs) [[unlikely]] obs->end(token, *s.node->op, s.in, s.node->attrs, s.out, info(s));
+    ops::detail::make_progress();  // a collective started by an earlier step advances
+  }
+  primitives_owned_ = true;
+  std::vector<AnyTensor> outs;
+  outs.reserve(graph_.outputs().size());
+  for (ValueId v : graph_.outputs()) {
+    const graph::Value& val = graph_.value(v);
+    AnyTensor t = current_[static_cast<std::size_t>(v)];
+    bool owned = std::find(fresh_.begin(), fresh_.end(), v) != fresh_.end() || val.kind == ValueKind::input;
+    if (!owned) {  // arena views, params and constants: hand out a copy the next run cannot change
+      AnyTensor c = AnyTensor::empty(t.shape(), t.dtype());
+      const AnyTensor src[1] = {t};
+      ops::run_elementwise(ops::copy_op.elementwise.block[static_cast<int>(t.dtype())], src, c, nullptr);
+      t = c;
+    }
+    outs.push_back(t);
+  }
+  release_run_bindings();
+  return outs;
+}
+
+MS_IMPL void Executable::run_elementwise_step(Step& s) {
+  const FlatElementwise& ew = s.ew;
+  const char* base[ops::kMaxArity];
+  for (int j = 0; j < ew.nin; ++j) {
+    if (ew.ptr[j]) {
+      base[j] = ew.ptr[j];
+    } else if (ew.inline_scalar[j]) {
+      base[j] = reinterpret_cast<const char*>(ew.scalar[j]);
+    } else {
+      const AnyTensor& t = s.in[static_cast<std::size_t>(j)];
+      if (ew.check[j] && !t.is_contiguous()) [[unlikely]] {
+        s.node->op->kernel(ops::KernelArgs{*s.node->op, s.in, s.out, s.node->attrs});
+        return;
+      }
+      base[j] = static_cast<const char*>(t.raw_data());
+    }
+  }
+  char* obase = ew.optr ? ew.optr : static_cast<char*>(s.out[0].raw_data());
+  if (ew.n < kParallelGrain) {  // what parallel_for does below its grain, without the call
+    if (ew.n > 0) ew.fn(reinterpret_cast<const void* const*>(base), ew.st, obase, ew.n, ew.params);
+    return;
+  }
+  parallel_for(ew.n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+    const void* p[ops::kMaxArity];
+    for (int j = 0; j < ew.nin; ++j) p[j] = base[j] + b * ew.st[j] * ew.esize[j];
+    ew.fn(p, ew.st, obase + b * ew.osize, e - b, ew.params);
+  });
+}
 
 namespace detail {
 /// For each value, the parameter whose storage it may be written into (or -1): the single
@@ -277,8 +285,7 @@ inline std::vector<ValueId> writeback_targets(const graph::Graph& G, const std::
 }
 }  // namespace detail
 
-/// Optimizes `g` (unless disabled), plans its memory and returns a replayable executable.
-inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
+MS_IMPL Executable compile(graph::Graph g, const CompileOptions& opt) {
   Executable ex;
   if (opt.optimize) ex.report_ = graph::optimize(g, opt.passes);
   graph::verify(g);
@@ -305,7 +312,7 @@ inline Executable compile(graph::Graph g, const CompileOptions& opt = {}) {
 }
 
 namespace detail {
-inline void build_steps(Executable& ex, const ValuePlan& vp) {
+MS_IMPL void build_steps(Executable& ex, const ValuePlan& vp) {
   const graph::Graph& G = ex.graph_;
   const auto& nodes = G.nodes();
   // Steps with pre-bound tensors.
@@ -334,7 +341,7 @@ inline void build_steps(Executable& ex, const ValuePlan& vp) {
       if (nodes[step].op->is_view()) ex.input_viewed_[k] = true;
 }
 
-inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param) {
+MS_IMPL void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param) {
   const graph::Graph& G = ex.graph_;
   const auto& nodes = G.nodes();
   const std::size_t nv = G.values().size();
@@ -362,7 +369,7 @@ inline void bind_planned_values(Executable& ex, const ValuePlan& vp, const std::
   }
 }
 
-inline void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp) {
+MS_IMPL void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp) {
   const graph::Graph& G = ex.graph_;
   const auto& nodes = G.nodes();
   // Elementwise kernels on flat operands: resolve the block kernel now (the replay hot path).
@@ -417,5 +424,7 @@ inline void resolve_flat_elementwise(Executable& ex, const ValuePlan& vp) {
   }
 }
 }  // namespace detail
+
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::backend

@@ -11,12 +11,21 @@
 #include <span>
 #include <vector>
 
-#include "../../core/parallel.hpp"
+#include "../../core/linkage.hpp"
 #include "../../graph/fused_program.hpp"
-#include "../../ops/elementwise.hpp"
 #include "dnnl_epilogue.hpp"
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+#include "../../core/parallel.hpp"
+#include "../../ops/elementwise.hpp"
+#endif
 
 namespace ms::backend::cpu {
+
+/// Evaluates fused program `p` on a node's inputs into its output buffer: a GEMM epilogue
+/// planned as oneDNN post-ops runs as one primitive (dnnl_epilogue.hpp), anything else here.
+MS_IMPL void run_fused(const graph::FusedProgram& p, std::span<const AnyTensor> in, const AnyTensor& out);
+
+#if MS_IMPL_BODIES
 
 /// Runs fused program `p` once: `in` are the fused node's inputs, `out` its contiguous output.
 class FusedEval {
@@ -279,11 +288,11 @@ class FusedEval {
   const graph::FusedProgram& p_;
 };
 
-/// Evaluates fused program `p` on a node's inputs into its output buffer: a GEMM epilogue
-/// planned as oneDNN post-ops runs as one primitive (dnnl_epilogue.hpp), anything else here.
-inline void run_fused(const graph::FusedProgram& p, std::span<const AnyTensor> in, const AnyTensor& out) {
+MS_IMPL void run_fused(const graph::FusedProgram& p, std::span<const AnyTensor> in, const AnyTensor& out) {
   if (!p.post_ops.empty() && run_dnnl_epilogue(p, in, out)) return;
   FusedEval(p).run(in, out);
 }
+
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::backend::cpu

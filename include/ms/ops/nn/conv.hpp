@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "../../core/parallel.hpp"
+#include "../../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 #include "../../core/simd.hpp"
+#endif
 #include "../dispatch.hpp"
 #include "../dnnl.hpp"
 #include "../linalg.hpp"
@@ -88,6 +91,11 @@ struct Conv2dGradWeightAttrs : Conv2dAttrs {
 };
 
 namespace detail {
+inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t groups) {
+  return to_attrs(Conv2dAttrs{stride, padding, dilation, groups});
+}
+
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// Range of output positions o in [0, n_out) whose input position o * s + off lies in [0, n_in).
 inline void valid_range(std::int64_t off, std::int64_t s, std::int64_t n_in, std::int64_t n_out, std::int64_t& lo,
@@ -138,10 +146,6 @@ inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, con
 /// The same, reading the attributes of a node of `op` as conv2d's.
 inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, const Attrs& a) {
   return conv_geom(op, xs, ws, attrs_as<Conv2dAttrs>(op, a));
-}
-
-inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t groups) {
-  return to_attrs(Conv2dAttrs{stride, padding, dilation, groups});
 }
 
 /// dst[0, n) = src[0, n) in SIMD batches. With `spill` the last batch is whole: it also
@@ -519,6 +523,7 @@ inline Cost conv_cost(const OpDef&, std::span<const TensorMeta> in, std::span<co
   return {2.0 * static_cast<double>(q.N * q.O * q.P() * q.K()), bytes_of(in) + bytes_of(out)};
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ struct ConvTranspose2dAttrs : Conv2dAttrs {
 };
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// The geometry of a transposed convolution, stated as the convolution whose adjoint it is:
 /// that convolution reads the result (N, Cout, Ho, Wo) and writes x's shape (N, Cin, H, W),
@@ -167,6 +168,7 @@ inline std::vector<AnyTensor> conv_transpose2d_grad(const GradArgs& a) {
   return r;
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // conv_transpose2d(x, w[, b]; stride, padding, output_padding, dilation, groups).

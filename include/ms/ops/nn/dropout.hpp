@@ -42,7 +42,9 @@ Tensor<T> dropout(const Tensor<T>& x, double p = 0.5, bool training = true,
 
 namespace ms::ops {
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------

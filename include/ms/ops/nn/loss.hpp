@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "../../core/parallel.hpp"
+#include "../../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
 #include "../../core/simd.hpp"
+#endif
 #include "../dispatch.hpp"
 #include "../views.hpp"
 #include "common.hpp"
@@ -123,6 +126,7 @@ struct NllLossGradAttrs : NllLossAttrs {
 };
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 // ---- losses ---------------------------------------------------------------------------------------
 
@@ -276,6 +280,7 @@ void cross_entropy_grad_run(const KernelArgs& k) {
   }, 1);
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ struct LayerNormGradAttrs {
 };
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 // ---- normalization ------------------------------------------------------------------------------
 
@@ -336,6 +337,7 @@ void layer_norm_grad_run(const KernelArgs& k) {
   }, 1);
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------

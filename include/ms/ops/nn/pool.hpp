@@ -180,6 +180,7 @@ struct AdaptiveAvgPool2dGradAttrs : AdaptiveAvgPool2dAttrs {
 };
 
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 // ---- pooling --------------------------------------------------------------------------------------
 
@@ -448,6 +449,7 @@ inline PoolGeom adaptive_geom(const OpDef& op, const Shape& xs, const AdaptiveAv
   return PoolGeom{xs[0], xs[1], xs[2], xs[3], 1, 1, 1, 1, 0, 0, o.h, o.w};
 }
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // ---- registrations --------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ Tensor<T> interpolate(const Tensor<T>& x, std::optional<Int2> size, std::optiona
 
 namespace ms::ops {
 namespace detail {
+#if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
 /// An interpolation's attributes, checked: size (Ho, Wo), mode, align_corners and the scales
 /// that map coordinates (absent: the sizes' ratio).
@@ -229,6 +230,7 @@ inline Attrs interp_forward_attrs(const Attrs& a) {
 /// each op is linear, and each is the other's adjoint.
 inline std::vector<AnyTensor> interpolate_backward(const GradArgs& a);
 
+#endif  // MS_KERNEL_BODIES
 }  // namespace detail
 
 // interpolate(x; size, mode, align_corners, scale_h, scale_w).
@@ -287,12 +289,14 @@ MS_REGISTRATION(const OpDef& interpolate_grad_op, registry().add([] {
   return d;
 }()));
 
+#if MS_KERNEL_BODIES
 inline std::vector<AnyTensor> detail::interpolate_backward(const GradArgs& a) {
   if (!a.grad_out[0].defined()) return {AnyTensor()};
   Attrs at = a.attrs;
   at.set("input_shape", a.in[0].shape().vec());
   return {call1(interpolate_grad_op, {a.grad_out[0]}, at)};
 }
+#endif  // MS_KERNEL_BODIES
 
 inline AnyTensor interpolate(const AnyTensor& x, std::optional<Int2> size, std::optional<Scale2> scale_factor,
                              std::string_view mode, std::optional<bool> align_corners, bool recompute_scale_factor) {
