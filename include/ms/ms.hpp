@@ -62,7 +62,13 @@
 #include "backend/backend.hpp"
 #include "backend/device_executor.hpp"
 #include "compile.hpp"
+// The Ascend adapter registers the "ascend" device in the unit that defines the ops; a
+// program reaches it through ms::Device::ascend(). Its own API (ascend_backend(), the
+// self-test) comes with <ms/backend/ascend/ascend_backend.hpp>, which the other units of a
+// program with separate kernels include when they use it (core/linkage.hpp).
+#if MS_KERNEL_BODIES
 #include "backend/ascend/ascend_backend.hpp"
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

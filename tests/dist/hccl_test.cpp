@@ -12,6 +12,7 @@
 
 #include <ms/dist.hpp>
 #include <ms/dist/hccl.hpp>
+#include <ms/backend/ascend/ascend_backend.hpp>
 #include "reduce_reference.hpp"
 
 #include <cmath>

@@ -55,27 +55,17 @@ class DeviceExecutable final : public CompiledGraph {
   DeviceExecutable& operator=(DeviceExecutable&&) = default;
 
   /// One step: host inputs in, host outputs out.
-  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) override {
-    check_inputs(graph_, inputs);  // exactly one step (run_sunk takes stacked steps)
-    SunkResult r = run_sunk(inputs, SinkOptions{1, {}});
-    std::vector<AnyTensor> outs;
-    for (std::size_t i = 0; i < r.outputs.size(); ++i) {
-      AnyTensor o = r.outputs[i];
-      outs.push_back(AnyTensor::view_of(o.storage(), out_meta(i).shape, contiguous_strides(out_meta(i).shape), 0,
-                                        o.dtype()));
-    }
-    return outs;
-  }
+  MS_IMPL std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) override;
   using CompiledGraph::run;  // run({x, y})
 
   /// Runs as many steps as `data` holds: data[i] stacks the steps' values of graph input i
   /// along axis 0 (shape (steps * b, ...) for an input of shape (b, ...)). Each sink stages
   /// its inputs on the device (one copy per input), launches its steps without waiting,
   /// and synchronizes once to bring back the results.
-  SunkResult run_sunk(std::span<const AnyTensor> data, const SinkOptions& opt = {});
+  MS_IMPL SunkResult run_sunk(std::span<const AnyTensor> data, const SinkOptions& opt = {});
 
   /// Copies the device values of the params (weights, optimizer state) into their host tensors.
-  void sync_params_to_host();
+  MS_IMPL void sync_params_to_host();
 
   Device device() const override { return be_->device(); }
   const graph::Graph& graph() const override { return graph_; }
@@ -86,7 +76,7 @@ class DeviceExecutable final : public CompiledGraph {
   const MemoryPlan* memory_plan() const { return arena_ ? &value_plan_.memory : nullptr; }
   const MemoryPlan* planned_memory() const override { return memory_plan(); }
   /// The IR dump with each node's engine, stream, waits and copies.
-  std::string dump() const override;
+  MS_IMPL std::string dump() const override;
   int num_streams() const { return static_cast<int>(streams_.size()); }
   std::size_t num_host_nodes() const {
     return static_cast<std::size_t>(std::count_if(place_.begin(), place_.end(), [](const Placement& p) {
@@ -117,16 +107,16 @@ class DeviceExecutable final : public CompiledGraph {
     std::size_t scratch_next = 0;
   };
   const ops::TensorMeta& out_meta(std::size_t i) const { return graph_.value(graph_.outputs()[i]).meta; }
-  void run_iteration();
-  void run_iteration_observed(ops::OpObserver& obs);
-  void begin_iteration();
-  void end_iteration();
+  MS_IMPL void run_iteration();
+  MS_IMPL void run_iteration_observed(ops::OpObserver& obs);
+  MS_IMPL void begin_iteration();
+  MS_IMPL void end_iteration();
   ops::OpCallInfo call_info(const Step& s, const Placement& p) const {
     const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
     return ops::OpCallInfo{labels_[static_cast<std::size_t>(s.node)], n.name, id_, p.engine == Engine::host_cpu ? 0 : s.stream,
                            engine_name(p.engine)};
   }
-  void run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
+  MS_IMPL void run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
                  const std::vector<std::shared_ptr<Storage>>& stage_in,
                  const std::vector<std::shared_ptr<Storage>>& stage_out, std::int64_t steps, std::int64_t sink,
                  const SinkOptions& opt);
@@ -139,7 +129,7 @@ class DeviceExecutable final : public CompiledGraph {
     ++s.scratch_next;
     return st->data;
   }
-  void launch_device(Step& s, const std::pair<Event, Event>* timing = nullptr);
+  MS_IMPL void launch_device(Step& s, const std::pair<Event, Event>* timing = nullptr);
   /// A synchronous host<->device copy (the device has been waited for).
   void run_copy(Step& s) {
     if (s.kind == StepKind::to_host) be_->copy_to_host(s.out[0].raw_data(), s.in[0].raw_data(), s.in[0].nbytes());
@@ -179,12 +169,25 @@ class DeviceExecutable final : public CompiledGraph {
 };
 
 /// Places `g` on backend `be` (engines and streams) and allocates its buffers.
-DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt = {});
+MS_IMPL DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt = {});
 
 /// graph::trace (graph/capture.hpp), by the name the device path has always used.
 using graph::trace;
 
 // ====================================================================== implementation
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+MS_IMPL std::vector<AnyTensor> DeviceExecutable::run(std::span<const AnyTensor> inputs) {
+  check_inputs(graph_, inputs);  // exactly one step (run_sunk takes stacked steps)
+  SunkResult r = run_sunk(inputs, SinkOptions{1, {}});
+  std::vector<AnyTensor> outs;
+  for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+    AnyTensor o = r.outputs[i];
+    outs.push_back(AnyTensor::view_of(o.storage(), out_meta(i).shape, contiguous_strides(out_meta(i).shape), 0,
+                                      o.dtype()));
+  }
+  return outs;
+}
 
 namespace detail {
 
@@ -324,7 +327,7 @@ struct DeviceStepBuilder {
 };
 }  // namespace detail
 
-inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt) {
+MS_IMPL DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const CompileOptions& opt) {
   MS_CHECK(!be.device().is_cpu(), DeviceError, "compile_for_device: {} is the host; use backend::compile", be.device());
   DeviceExecutable ex;
   ex.be_ = &be;
@@ -390,7 +393,7 @@ inline DeviceExecutable compile_for_device(graph::Graph g, Backend& be, const Co
   return ex;
 }
 
-inline void DeviceExecutable::launch_device(Step& s, const std::pair<Event, Event>* timing) {
+MS_IMPL void DeviceExecutable::launch_device(Step& s, const std::pair<Event, Event>* timing) {
   const graph::Node& n = graph_.nodes()[static_cast<std::size_t>(s.node)];
   const Stream& st = streams_[static_cast<std::size_t>(s.stream)];
   for (int e : s.wait_events) be_->wait(st, events_[static_cast<std::size_t>(e)]);
@@ -402,7 +405,7 @@ inline void DeviceExecutable::launch_device(Step& s, const std::pair<Event, Even
   if (s.record_event >= 0) be_->record(events_[static_cast<std::size_t>(s.record_event)], st);
 }
 
-inline void DeviceExecutable::begin_iteration() {
+MS_IMPL void DeviceExecutable::begin_iteration() {
   // Side streams start after stream 0 reaches this iteration (so they never overwrite what
   // the previous iteration still reads); stream 0 ends after every side stream.
   if (streams_.size() > 1) {
@@ -411,7 +414,7 @@ inline void DeviceExecutable::begin_iteration() {
   }
 }
 
-inline void DeviceExecutable::end_iteration() {
+MS_IMPL void DeviceExecutable::end_iteration() {
   if (streams_.size() > 1) {
     for (std::size_t k = 1; k < streams_.size(); ++k) {
       be_->record(fence_[k], streams_[k]);
@@ -420,7 +423,7 @@ inline void DeviceExecutable::end_iteration() {
   }
 }
 
-inline void DeviceExecutable::run_iteration() {
+MS_IMPL void DeviceExecutable::run_iteration() {
   if (ops::OpObserver* obs = ops::detail::observer) [[unlikely]] {
     run_iteration_observed(*obs);
     return;
@@ -459,7 +462,7 @@ inline void DeviceExecutable::run_iteration() {
 // sees its inputs before it runs and end() its outputs after. Device times are mapped onto
 // the host clock through a reference event recorded on drained streams. The captured
 // replay is bypassed: its kernels cannot be timed one by one.
-inline void DeviceExecutable::run_iteration_observed(ops::OpObserver& obs) {
+MS_IMPL void DeviceExecutable::run_iteration_observed(ops::OpObserver& obs) {
   const bool values = obs.needs_values();
   if (!ref_event_) ref_event_ = be_->create_event();
   if (step_events_.size() != steps_.size()) step_events_.resize(steps_.size());
@@ -535,7 +538,7 @@ inline void DeviceExecutable::run_iteration_observed(ops::OpObserver& obs) {
   }
 }
 
-inline SunkResult DeviceExecutable::run_sunk(std::span<const AnyTensor> data, const SinkOptions& opt) {
+MS_IMPL SunkResult DeviceExecutable::run_sunk(std::span<const AnyTensor> data, const SinkOptions& opt) {
   const auto& gin = graph_.inputs();
   MS_CHECK(data.size() == gin.size(), ValueError, "run_sunk: the graph takes {} inputs, got {}", gin.size(), data.size());
   std::int64_t steps = -1;
@@ -607,7 +610,7 @@ inline SunkResult DeviceExecutable::run_sunk(std::span<const AnyTensor> data, co
   return r;
 }
 
-inline void DeviceExecutable::run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
+MS_IMPL void DeviceExecutable::run_sinks(SunkResult& r, const std::vector<AnyTensor>& host_data,
                                         const std::vector<std::shared_ptr<Storage>>& stage_in,
                                         const std::vector<std::shared_ptr<Storage>>& stage_out, std::int64_t steps,
                                         std::int64_t sink, const SinkOptions& opt) {
@@ -657,7 +660,7 @@ inline void DeviceExecutable::run_sinks(SunkResult& r, const std::vector<AnyTens
   }
 }
 
-inline void DeviceExecutable::sync_params_to_host() {
+MS_IMPL void DeviceExecutable::sync_params_to_host() {
   for (auto& s : streams_) be_->synchronize(s);
   ++interactions_;
   for (auto v : graph_.params()) {
@@ -669,7 +672,7 @@ inline void DeviceExecutable::sync_params_to_host() {
   }
 }
 
-inline std::string DeviceExecutable::dump() const {
+MS_IMPL std::string DeviceExecutable::dump() const {
   const graph::Graph& G = graph_;
   std::size_t dev = 0, aicpu = 0, host = 0, views = 0, events = 0, h2d = 0, d2h = 0;
   std::set<std::string> fallback;
@@ -725,5 +728,7 @@ inline std::string DeviceExecutable::dump() const {
   }
   return out;
 }
+
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::backend
