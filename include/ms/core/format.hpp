@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "linkage.hpp"
 #include "tensor.hpp"
 
 namespace ms {
@@ -45,13 +46,14 @@ struct PrintOptions {
 };
 
 /// The text of a tensor, e.g. "tensor([1, 2, 3], shape=(3,), dtype=int64, device=cpu)".
-inline std::string to_string(const AnyTensor& t, const PrintOptions& opts = {});
+MS_IMPL std::string to_string(const AnyTensor& t, const PrintOptions& opts = {});
 
 /// Writes to_string(t) to `os`.
 inline std::ostream& operator<<(std::ostream& os, const AnyTensor& t) { return os << to_string(t); }
 
 // ---- implementation -------------------------------------------------------------------------
 
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
 namespace detail {
 
 /// One element read from storage: doubles for floating dtypes, int64 for integers, bool.
@@ -214,7 +216,7 @@ class TensorPrinter {
 
 }  // namespace detail
 
-inline std::string to_string(const AnyTensor& t, const PrintOptions& opts) {
+MS_IMPL std::string to_string(const AnyTensor& t, const PrintOptions& opts) {
   if (!t.defined()) return "tensor(undefined)";
   std::string body = t.device().is_cpu() ? detail::TensorPrinter(t, opts).body() : "<on " + t.device().str() + ">";
   std::string out = fmt::format("tensor({}, shape={}, dtype={}, device={}", body, shape_str(t.shape()), t.dtype(),
@@ -223,6 +225,7 @@ inline std::string to_string(const AnyTensor& t, const PrintOptions& opts) {
   out += ')';
   return out;
 }
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms
 

@@ -153,7 +153,17 @@ class OutputElementLimit {
 };
 
 /// Checks inputs (defined, one device, supported dtype) and infers the outputs' metas.
-inline MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) {
+MS_IMPL MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs);
+/// Runs `op` on already-inferred outputs: allocation, kernel and hooks. `out` has metas.size() slots.
+MS_IMPL void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs, const MetaList& metas,
+                    std::span<AnyTensor> out);
+/// Runs an op with any number of outputs.
+MS_IMPL std::vector<AnyTensor> call(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs = {});
+/// Runs a single-output op (the common, allocation-light path).
+MS_IMPL AnyTensor call1(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs = {});
+
+#if MS_IMPL_BODIES  // compiled once: core/linkage.hpp
+MS_IMPL MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) {
   MS_CHECK(op.num_inputs < 0 || static_cast<int>(in.size()) == op.num_inputs, ValueError,
            "{}: expected {} inputs, got {}", op.name, op.num_inputs, in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -189,9 +199,8 @@ inline MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, co
   return out;
 }
 
-/// Runs `op` on already-inferred outputs: allocation, kernel and hooks. `out` has metas.size() slots.
-inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs, const MetaList& metas,
-                   std::span<AnyTensor> out) {
+MS_IMPL void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs, const MetaList& metas,
+                    std::span<AnyTensor> out) {
   OpObserver* obs = detail::observer;
   std::uint64_t token = 0;
   if (obs) [[unlikely]] token = obs->begin(op, in, attrs, OpCallInfo{op.name});
@@ -223,22 +232,22 @@ inline void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& 
     detail::grad_recorder(op, in, attrs, cout);
 }
 
-/// Runs an op with any number of outputs.
-inline std::vector<AnyTensor> call(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs = {}) {
+MS_IMPL std::vector<AnyTensor> call(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) {
   MetaList metas = infer_outputs(op, in, attrs);
   std::vector<AnyTensor> out(metas.size());
   run_op(op, in, attrs, metas, out);
   return out;
 }
 
-/// Runs a single-output op (the common, allocation-light path).
-inline AnyTensor call1(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs = {}) {
+MS_IMPL AnyTensor call1(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs) {
   MetaList metas = infer_outputs(op, in, attrs);
   MS_CHECK(metas.size() == 1, ValueError, "{}: expected one output, inference gave {}", op.name, metas.size());
   AnyTensor out;
   run_op(op, in, attrs, metas, std::span<AnyTensor>(&out, 1));
   return out;
 }
+#endif  // MS_IMPL_BODIES
+
 inline AnyTensor call1(const OpDef& op, std::initializer_list<AnyTensor> in, const Attrs& attrs = {}) {
   return call1(op, std::span<const AnyTensor>(in.begin(), in.size()), attrs);
 }
