@@ -102,7 +102,7 @@ class Executable final : public CompiledGraph {
     for (ValueId v : fresh_) bind(v, none);
     for (ValueId v : runtime_views_) bind(v, none);
   }
-  MS_IMPL void run_elementwise_step(Step& s);
+  inline void run_elementwise_step(Step& s);  // defined with run(), into which it inlines
   friend Executable compile(graph::Graph g, const CompileOptions& opt);
   friend void detail::build_steps(Executable& ex, const ValuePlan& vp);
   friend void detail::bind_planned_values(Executable& ex, const ValuePlan& vp, const std::vector<ValueId>& writes_param);
@@ -191,7 +191,7 @@ MS_IMPL std::vector<AnyTensor> Executable::run(std::span<const AnyTensor> inputs
   return outs;
 }
 
-MS_IMPL void Executable::run_elementwise_step(Step& s) {
+inline void Executable::run_elementwise_step(Step& s) {
   const FlatElementwise& ew = s.ew;
   const char* base[ops::kMaxArity];
   for (int j = 0; j < ew.nin; ++j) {
