@@ -16,8 +16,12 @@ bash scripts/setup.sh --fuzz
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# Ninja for a new build directory, as in scripts/test.sh.
+generator=()
+if [ ! -f build-fuzz/CMakeCache.txt ] && command -v ninja > /dev/null; then generator=(-G Ninja); fi
+
 t=$(now)
-cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
   -DMS_BUILD_TESTS=ON -DMS_BUILD_FUZZERS=ON -DMS_FUZZ_SECONDS="${MS_FUZZ_SECONDS:-60}" \
   -DMS_FUZZ_SANITIZERS="${MS_FUZZ_SANITIZERS-address,undefined}" \
   -DMS_BUILD_EXAMPLES=OFF -DMS_BUILD_BENCHMARKS=OFF -DMS_BUILD_TOOLS=OFF -DMS_NATIVE_ARCH=OFF
@@ -35,6 +39,7 @@ echo "fuzz.sh: build took $(elapsed "$t") s"
 
 t=$(now)
 rc=0
-ctest --test-dir build-fuzz --output-on-failure -L fuzz || rc=$?
+# The fuzzers side by side: each is one process on one core.
+ctest --test-dir build-fuzz --output-on-failure -L fuzz -j "${JOBS:-$(nproc)}" || rc=$?
 echo "fuzz.sh: ctest took $(elapsed "$t") s"
 exit "$rc"

@@ -7,7 +7,7 @@
 #   bash scripts/setup.sh --fuzz    # also clang and its libFuzzer runtime (scripts/fuzz.sh)
 set -euo pipefail
 
-packages=(cmake g++ make libeigen3-dev libxsimd-dev libfmt-dev catch2
+packages=(cmake g++ make ninja-build libeigen3-dev libxsimd-dev libfmt-dev catch2
           nlohmann-json3-dev libbenchmark-dev zlib1g-dev
           dataset-fashion-mnist python3-numpy graphviz libopenblas-openmp-dev libdnnl-dev
           libopenmpi-dev openmpi-bin libcli11-dev
