@@ -31,6 +31,22 @@
 
 namespace ms_test {
 
+/// True in a build under AddressSanitizer (the sanitizer run of scripts/test.sh): tests whose
+/// point is their size (several parallel chunks, every op and dtype) take smaller sizes that
+/// still split across threads, since there the reference loops run unoptimized and
+/// instrumented; the normal run keeps the full sizes.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 /// Ops that have a reference-value test (filled at static-initialization time).
 inline std::set<std::string>& covered_ops() {
   static std::set<std::string> s;

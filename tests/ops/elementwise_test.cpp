@@ -727,7 +727,9 @@ TEST_CASE("unary ops on 0-d, size-0 and non-contiguous inputs", "[op][elementwis
 
 TEST_CASE("unary ops on big inputs: multi-threaded result equals the reference and 1 thread", "[op][elementwise]") {
   ThreadGuard guard;
-  const std::size_t n = 300006;
+  // Above 3 parallel grains (ms::kParallelGrain): two threads get a chunk each.
+  const std::size_t rows = ms_test::kSanitized ? 14286 : 42858, n = rows * 7;
+  STATIC_REQUIRE(14286 * 7 > 3 * ms::kParallelGrain);
   for (const UnaryCase& c : unary_cases()) {
     const ms::ops::OpDef& op = ms::ops::registry().get(c.op);
     for_each_dtype(case_dtypes(op, c), [&]<class T>() {
@@ -742,7 +744,7 @@ TEST_CASE("unary ops on big inputs: multi-threaded result equals the reference a
         AnyTensor y1 = c.run(x);
         REQUIRE(same_contiguous_bits(y1, y2));
         // A big transposed input takes the strided (gathering) path, split by rows.
-        Tensor<T> xt = make(xs, Shape{300006 / 7, 7}).t();
+        Tensor<T> xt = make(xs, Shape{static_cast<std::int64_t>(rows), 7}).t();
         ms::set_num_threads(2);
         AnyTensor t2 = c.run(xt);
         ms::set_num_threads(1);
@@ -878,7 +880,10 @@ TEST_CASE("binary ops on non-contiguous inputs", "[op][elementwise]") {
 
 TEST_CASE("binary ops on big inputs: multi-threaded result equals the reference and 1 thread", "[op][elementwise]") {
   ThreadGuard guard;
-  const std::size_t n = 240000;
+  // Above 3 parallel grains (ms::kParallelGrain), as a rows x 400 matrix too.
+  const std::int64_t rows = ms_test::kSanitized ? 300 : 600, cols = 400;
+  const std::size_t n = static_cast<std::size_t>(rows * cols);
+  STATIC_REQUIRE(300 * 400 > 3 * ms::kParallelGrain);
   for (const BinaryCase& c : binary_cases()) {
     const ms::ops::OpDef& op = ms::ops::registry().get(c.op);
     for_each_dtype(op.cpu_dtypes, [&]<class T>() {
@@ -896,11 +901,11 @@ TEST_CASE("binary ops on big inputs: multi-threaded result equals the reference 
         ms::set_num_threads(1);
         AnyTensor y1 = c.run(a, b);
         REQUIRE(same_contiguous_bits(y1, y2));
-        // broadcast (600, 400) with a row and a column; transposed big operand
-        Tensor<T> m = make(av, Shape{600, 400});
-        Tensor<T> r = make(std::vector<T>(bv.begin(), bv.begin() + 400), Shape{400});
-        Tensor<T> col = make(std::vector<T>(bv.begin(), bv.begin() + 600), Shape{600, 1});
-        Tensor<T> mt = make(bv, Shape{400, 600}).t();
+        // broadcast (rows, 400) with a row and a column; transposed big operand
+        Tensor<T> m = make(av, Shape{rows, cols});
+        Tensor<T> r = make(std::vector<T>(bv.begin(), bv.begin() + cols), Shape{cols});
+        Tensor<T> col = make(std::vector<T>(bv.begin(), bv.begin() + rows), Shape{rows, 1});
+        Tensor<T> mt = make(bv, Shape{cols, rows}).t();
         for (auto [x, y, name] : {std::tuple{m, r, "row"}, std::tuple{col, m, "column"}, std::tuple{m, mt, "transposed"}}) {
           ms::set_num_threads(2);
           AnyTensor z2 = c.run(x, y);
