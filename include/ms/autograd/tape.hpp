@@ -38,11 +38,88 @@ struct GradNode {
 };
 
 /// A handle to the same data without autograd state.
-inline AnyTensor detached(const AnyTensor& t) {
+MS_IMPL AnyTensor detached(const AnyTensor& t);
+
+MS_IMPL void record_grad(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+                        std::span<const AnyTensor> out);
+
+/// Installs the recorder when this header is included.
+MS_REGISTRATION(const bool grad_recorder_installed, (ops::detail::grad_recorder = &record_grad, true));
+
+/// Sums a broadcast gradient back to `shape` (NumPy broadcasting in reverse).
+MS_IMPL AnyTensor sum_to(const AnyTensor& g, const Shape& shape);
+
+inline AnyTensor accumulate(const AnyTensor& a, const AnyTensor& b) { return a.defined() ? ops::add(a, b) : b; }
+
+/// Runs backward from `root` with upstream gradient `grad`. With `wrt`, the gradients of
+/// those leaves are returned (and .grad is untouched); otherwise leaves accumulate into .grad.
+MS_IMPL std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad,
+                                           const std::vector<AnyTensor>* wrt = nullptr);
+
+}  // namespace detail
+
+// ---- AnyTensor autodiff members (declared in core/tensor.hpp) --------------------------------
+
+inline bool AnyTensor::requires_grad() const {
+  auto& m = impl_->autograd;
+  return m && (m->requires_grad || m->grad_fn);
+}
+inline AnyTensor AnyTensor::grad_any() const {
+  auto& m = impl_->autograd;
+  return m && m->grad ? AnyTensor(m->grad) : AnyTensor();
+}
+inline void AnyTensor::zero_grad() {
+  if (impl_->autograd) impl_->autograd->grad.reset();
+}
+inline void AnyTensor::backward(const AnyTensor& grad_output) const { detail::run_backward(*this, grad_output); }
+inline AnyTensor AnyTensor::detach() const { return detail::detached(*this); }
+
+template <Element T>
+Tensor<T> Tensor<T>::grad() const {
+  return Tensor<T>(grad_any());
+}
+
+namespace autograd {
+/// Called with a leaf's gradient once a backward pass has summed every contribution to it
+/// (undefined when the pass gave it none): in backward() the accumulated .grad, in grad()
+/// the gradient it returns. Runs inside the pass (no grad mode), so the ops it calls follow
+/// the last op of that gradient, in eager order and in a captured graph.
+using GradReadyHook = std::function<void(const AnyTensor& grad)>;
+
+/// Registers `fn` on a leaf that requires grad (PyTorch's post-accumulate-grad hook); returns
+/// an id for remove_grad_ready_hook. Hooks stay until removed and run in registration order.
+MS_IMPL std::uint64_t add_grad_ready_hook(const AnyTensor& leaf, GradReadyHook fn);
+/// Removes a hook added by add_grad_ready_hook (nothing when it is gone already).
+MS_IMPL void remove_grad_ready_hook(const AnyTensor& leaf, std::uint64_t id);
+
+/// Gradients of `output` with respect to each tensor in `inputs` (leaves that require grad),
+/// like torch.autograd.grad; .grad fields are not touched. `grad_output` defaults to 1 for scalars.
+MS_IMPL std::vector<AnyTensor> grad(const AnyTensor& output, const std::vector<AnyTensor>& inputs,
+                                   const AnyTensor& grad_output = AnyTensor());
+}  // namespace autograd
+
+/// Makes a function that returns (fn(args...), gradients of it w.r.t. `params`), MindSpore's
+/// value_and_grad. fn must return a scalar tensor. Wrap the result in ms::jit to capture
+/// forward and backward as one graph.
+template <class F>
+auto value_and_grad(F fn, std::vector<AnyTensor> params) {
+  return [fn = std::move(fn), params = std::move(params)](const auto&... args) {
+    auto value = fn(args...);
+    std::vector<AnyTensor> grads = autograd::grad(value, params);
+    return std::make_pair(value, grads);
+  };
+}
+
+}  // namespace ms
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms {
+namespace detail {
+MS_IMPL AnyTensor detached(const AnyTensor& t) {
   return AnyTensor::view_of(t.storage(), t.shape(), t.strides(), t.offset(), t.dtype());
 }
 
-inline void record_grad(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+MS_IMPL void record_grad(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
                         std::span<const AnyTensor> out) {
   auto node = std::make_shared<GradNode>();
   node->op = &op;
@@ -66,11 +143,7 @@ inline void record_grad(const ops::OpDef& op, std::span<const AnyTensor> in, con
   }
 }
 
-/// Installs the recorder when this header is included.
-MS_REGISTRATION(const bool grad_recorder_installed, (ops::detail::grad_recorder = &record_grad, true));
-
-/// Sums a broadcast gradient back to `shape` (NumPy broadcasting in reverse).
-inline AnyTensor sum_to(const AnyTensor& g, const Shape& shape) {
+MS_IMPL AnyTensor sum_to(const AnyTensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   int lead = g.dim() - shape.rank();
   ops::IntList axes;
@@ -80,12 +153,8 @@ inline AnyTensor sum_to(const AnyTensor& g, const Shape& shape) {
   return ops::reshape(r, shape.vec());
 }
 
-inline AnyTensor accumulate(const AnyTensor& a, const AnyTensor& b) { return a.defined() ? ops::add(a, b) : b; }
-
-/// Runs backward from `root` with upstream gradient `grad`. With `wrt`, the gradients of
-/// those leaves are returned (and .grad is untouched); otherwise leaves accumulate into .grad.
-inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad,
-                                           const std::vector<AnyTensor>* wrt = nullptr) {
+MS_IMPL std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad,
+                                           const std::vector<AnyTensor>* wrt) {
   auto& rm = root.impl()->autograd;
   MS_CHECK(is_floating(root.dtype()), ValueError,
            "backward: the output is a {} tensor {}; integer and bool outputs (argmax, comparisons, casts to "
@@ -197,14 +266,7 @@ inline std::vector<AnyTensor> run_backward(const AnyTensor& root, AnyTensor grad
 }
 
 }  // namespace detail
-
-// ---- AnyTensor autodiff members (declared in core/tensor.hpp) --------------------------------
-
-inline bool AnyTensor::requires_grad() const {
-  auto& m = impl_->autograd;
-  return m && (m->requires_grad || m->grad_fn);
-}
-inline AnyTensor& AnyTensor::set_requires_grad(bool on) {
+MS_IMPL AnyTensor& AnyTensor::set_requires_grad(bool on) {
   if (on) {
     MS_CHECK(is_floating(dtype()), DTypeError, "requires_grad: only floating tensors can require grad, got {}", dtype());
     MS_CHECK(!(impl_->autograd && impl_->autograd->grad_fn), ValueError,
@@ -217,31 +279,9 @@ inline AnyTensor& AnyTensor::set_requires_grad(bool on) {
   }
   return *this;
 }
-inline AnyTensor AnyTensor::grad_any() const {
-  auto& m = impl_->autograd;
-  return m && m->grad ? AnyTensor(m->grad) : AnyTensor();
-}
-inline void AnyTensor::zero_grad() {
-  if (impl_->autograd) impl_->autograd->grad.reset();
-}
-inline void AnyTensor::backward(const AnyTensor& grad_output) const { detail::run_backward(*this, grad_output); }
-inline AnyTensor AnyTensor::detach() const { return detail::detached(*this); }
-
-template <Element T>
-Tensor<T> Tensor<T>::grad() const {
-  return Tensor<T>(grad_any());
-}
 
 namespace autograd {
-/// Called with a leaf's gradient once a backward pass has summed every contribution to it
-/// (undefined when the pass gave it none): in backward() the accumulated .grad, in grad()
-/// the gradient it returns. Runs inside the pass (no grad mode), so the ops it calls follow
-/// the last op of that gradient, in eager order and in a captured graph.
-using GradReadyHook = std::function<void(const AnyTensor& grad)>;
-
-/// Registers `fn` on a leaf that requires grad (PyTorch's post-accumulate-grad hook); returns
-/// an id for remove_grad_ready_hook. Hooks stay until removed and run in registration order.
-inline std::uint64_t add_grad_ready_hook(const AnyTensor& leaf, GradReadyHook fn) {
+MS_IMPL std::uint64_t add_grad_ready_hook(const AnyTensor& leaf, GradReadyHook fn) {
   auto& m = leaf.impl()->autograd;
   MS_CHECK(m && m->requires_grad && !m->grad_fn, ValueError,
            "add_grad_ready_hook: the tensor {} {} is not a leaf that requires grad", leaf.dtype(),
@@ -253,34 +293,21 @@ inline std::uint64_t add_grad_ready_hook(const AnyTensor& leaf, GradReadyHook fn
   });
   return id;
 }
-/// Removes a hook added by add_grad_ready_hook (nothing when it is gone already).
-inline void remove_grad_ready_hook(const AnyTensor& leaf, std::uint64_t id) {
+
+MS_IMPL void remove_grad_ready_hook(const AnyTensor& leaf, std::uint64_t id) {
   auto& m = leaf.impl()->autograd;
   if (!m) return;
   std::erase_if(m->grad_ready_hooks, [id](const auto& h) { return h.first == id; });
 }
 
-/// Gradients of `output` with respect to each tensor in `inputs` (leaves that require grad),
-/// like torch.autograd.grad; .grad fields are not touched. `grad_output` defaults to 1 for scalars.
-inline std::vector<AnyTensor> grad(const AnyTensor& output, const std::vector<AnyTensor>& inputs,
-                                   const AnyTensor& grad_output = AnyTensor()) {
+MS_IMPL std::vector<AnyTensor> grad(const AnyTensor& output, const std::vector<AnyTensor>& inputs,
+                                   const AnyTensor& grad_output) {
   std::vector<AnyTensor> r = detail::run_backward(output, grad_output, &inputs);
   for (std::size_t i = 0; i < r.size(); ++i)  // inputs the output does not depend on get zeros
     if (!r[i].defined()) r[i] = ops::expand(ops::scalar_tensor(0.0, inputs[i].dtype(), "grad"), inputs[i].shape().vec());
   return r;
 }
+
 }  // namespace autograd
-
-/// Makes a function that returns (fn(args...), gradients of it w.r.t. `params`), MindSpore's
-/// value_and_grad. fn must return a scalar tensor. Wrap the result in ms::jit to capture
-/// forward and backward as one graph.
-template <class F>
-auto value_and_grad(F fn, std::vector<AnyTensor> params) {
-  return [fn = std::move(fn), params = std::move(params)](const auto&... args) {
-    auto value = fn(args...);
-    std::vector<AnyTensor> grads = autograd::grad(value, params);
-    return std::make_pair(value, grads);
-  };
-}
-
 }  // namespace ms
+#endif

@@ -238,18 +238,10 @@ inline Backend& backend_for(Device d) {
 }
 
 /// The device types that have a registered backend (the CPU not included), in enum order.
-inline std::vector<DeviceType> registered_device_types() {
-  std::vector<DeviceType> types;
-  for (std::size_t i = 0; i < detail::backend_factories().size(); ++i)
-    if (detail::backend_factories()[i] != nullptr) types.push_back(static_cast<DeviceType>(i));
-  return types;
-}
+MS_IMPL std::vector<DeviceType> registered_device_types();
 
 /// The name of a device type as a device string starts: "cpu", "ascend".
-inline std::string device_type_name(DeviceType type) {
-  const std::string s = Device{type, 0}.str();
-  return s.substr(0, s.find(':'));
-}
+MS_IMPL std::string device_type_name(DeviceType type);
 
 // ------------------------------------------------------------------ device kernels
 
@@ -315,70 +307,17 @@ inline DeviceKernelTable& device_kernel_table() {
 /// Works for user-defined and built-in ops. Returns true, so that a namespace-scope
 /// `inline const bool` can register at start-up. ValueError for the CPU (it runs the op's
 /// own kernel) and for a second kernel of the same op and device type.
-inline bool register_device_kernel(const ops::OpDef& op, DeviceType type, DeviceKernelFn fn,
-                                   DeviceKernelSupportsFn supports = {}) {
-  MS_CHECK(type != DeviceType::cpu, ValueError,
-           "register_device_kernel: {}: the CPU runs the op's own kernel; device kernels are for other devices", op.name);
-  MS_CHECK(static_cast<bool>(fn), ValueError, "register_device_kernel: {}: empty kernel for {}", op.name,
-           device_type_name(type));
-  MS_CHECK(!op.is_view(), ValueError, "register_device_kernel: {} is a view (it moves no data) and needs no kernel",
-           op.name);
-  auto& t = detail::device_kernel_table();
-  std::unique_lock lk(t.mu);
-  auto [it, fresh] = t.kernels.try_emplace({&op, type});
-  MS_CHECK(fresh, ValueError, "register_device_kernel: {} already has a device kernel for {}", op.name,
-           device_type_name(type));
-  it->second = DeviceKernel{&op, type, std::move(fn), std::move(supports)};
-  t.any.store(true, std::memory_order_release);
-  return true;
-}
+MS_IMPL bool register_device_kernel(const ops::OpDef& op, DeviceType type, DeviceKernelFn fn,
+                                   DeviceKernelSupportsFn supports = {});
 /// The same for the registered op named `op_name` (ValueError when there is none: register the op first).
-inline bool register_device_kernel(std::string_view op_name, DeviceType type, DeviceKernelFn fn,
-                                   DeviceKernelSupportsFn supports = {}) {
-  const ops::OpDef* op = ops::registry().find(op_name);
-  MS_CHECK(op != nullptr, ValueError, "register_device_kernel: no op named '{}' is registered (register the op first)",
-           op_name);
-  return register_device_kernel(*op, type, std::move(fn), std::move(supports));
-}
+MS_IMPL bool register_device_kernel(std::string_view op_name, DeviceType type, DeviceKernelFn fn,
+                                   DeviceKernelSupportsFn supports = {});
 
 /// The device kernel registered for `op` on devices of `type`, or nullptr.
-inline const DeviceKernel* find_device_kernel(const ops::OpDef& op, DeviceType type) {
-  auto& t = detail::device_kernel_table();
-  if (!t.any.load(std::memory_order_acquire)) return nullptr;  // the common case: no lock
-  std::shared_lock lk(t.mu);
-  auto it = t.kernels.find({&op, type});
-  return it == t.kernels.end() ? nullptr : &it->second;
-}
+MS_IMPL const DeviceKernel* find_device_kernel(const ops::OpDef& op, DeviceType type);
 
 /// The names of the ops with a device kernel for `type`, sorted.
-inline std::vector<std::string> device_kernel_ops(DeviceType type) {
-  auto& t = detail::device_kernel_table();
-  std::shared_lock lk(t.mu);
-  std::vector<std::string> names;
-  for (auto& [key, k] : t.kernels)
-    if (key.second == type) names.push_back(k.op->name);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-inline void DeviceKernelArgs::launch(const ops::OpDef& other, std::span<const AnyTensor> i, std::span<AnyTensor> o,
-                                     const ops::Attrs& a) const {
-  SmallVec<ops::TensorMeta, 4> metas = ops::input_metas(i);
-  const std::span<const ops::TensorMeta> mt(metas.data(), metas.size());
-  const std::optional<Engine> e = backend.engine_for(other, mt, a);
-  MS_CHECK(e.has_value(), BackendError,
-           "{}: its device kernel launches {} on {} ({}), which that backend does not run natively", op.name,
-           other.name, backend.device(), ops::metas_str(mt));
-  backend.launch(*e, other, i, o, a, stream, scratch);
-}
-
-inline AnyTensor DeviceKernelArgs::temp(const ops::TensorMeta& m) const {
-  const std::size_t bytes = std::max<std::size_t>(m.nbytes(), 1);
-  MS_CHECK(static_cast<bool>(scratch), BackendError, "{}: no scratch memory for a device kernel's temporary on {}",
-           op.name, backend.device());
-  auto st = Storage::borrowed(scratch(bytes), bytes, backend.device());
-  return AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
-}
+MS_IMPL std::vector<std::string> device_kernel_ops(DeviceType type);
 
 }  // namespace ms::backend
 
@@ -398,7 +337,104 @@ namespace ms::backend {
 
 namespace detail {
 /// Elements from the first to one past the last element a view can touch (non-negative strides).
-inline std::int64_t view_span(const AnyTensor& t) {
+MS_IMPL std::int64_t view_span(const AnyTensor& t);
+}  // namespace detail
+
+/// A copy of `t` on device `d` (the same tensor when it is already there). Host to device
+/// copies the elements contiguously; device to host waits for the device's queued work,
+/// copies the span the view covers and keeps the view's strides.
+MS_IMPL AnyTensor to(const AnyTensor& t, Device d);
+
+}  // namespace ms::backend
+
+namespace ms {
+using backend::to;
+
+template <Element T>
+Tensor<T> Tensor<T>::to(Device d) const {
+  return Tensor<T>(backend::to(*this, d));
+}
+}  // namespace ms
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::backend {
+MS_IMPL std::vector<DeviceType> registered_device_types() {
+  std::vector<DeviceType> types;
+  for (std::size_t i = 0; i < detail::backend_factories().size(); ++i)
+    if (detail::backend_factories()[i] != nullptr) types.push_back(static_cast<DeviceType>(i));
+  return types;
+}
+
+MS_IMPL std::string device_type_name(DeviceType type) {
+  const std::string s = Device{type, 0}.str();
+  return s.substr(0, s.find(':'));
+}
+
+MS_IMPL bool register_device_kernel(const ops::OpDef& op, DeviceType type, DeviceKernelFn fn,
+                                   DeviceKernelSupportsFn supports) {
+  MS_CHECK(type != DeviceType::cpu, ValueError,
+           "register_device_kernel: {}: the CPU runs the op's own kernel; device kernels are for other devices", op.name);
+  MS_CHECK(static_cast<bool>(fn), ValueError, "register_device_kernel: {}: empty kernel for {}", op.name,
+           device_type_name(type));
+  MS_CHECK(!op.is_view(), ValueError, "register_device_kernel: {} is a view (it moves no data) and needs no kernel",
+           op.name);
+  auto& t = detail::device_kernel_table();
+  std::unique_lock lk(t.mu);
+  auto [it, fresh] = t.kernels.try_emplace({&op, type});
+  MS_CHECK(fresh, ValueError, "register_device_kernel: {} already has a device kernel for {}", op.name,
+           device_type_name(type));
+  it->second = DeviceKernel{&op, type, std::move(fn), std::move(supports)};
+  t.any.store(true, std::memory_order_release);
+  return true;
+}
+
+MS_IMPL bool register_device_kernel(std::string_view op_name, DeviceType type, DeviceKernelFn fn,
+                                   DeviceKernelSupportsFn supports) {
+  const ops::OpDef* op = ops::registry().find(op_name);
+  MS_CHECK(op != nullptr, ValueError, "register_device_kernel: no op named '{}' is registered (register the op first)",
+           op_name);
+  return register_device_kernel(*op, type, std::move(fn), std::move(supports));
+}
+
+MS_IMPL const DeviceKernel* find_device_kernel(const ops::OpDef& op, DeviceType type) {
+  auto& t = detail::device_kernel_table();
+  if (!t.any.load(std::memory_order_acquire)) return nullptr;  // the common case: no lock
+  std::shared_lock lk(t.mu);
+  auto it = t.kernels.find({&op, type});
+  return it == t.kernels.end() ? nullptr : &it->second;
+}
+
+MS_IMPL std::vector<std::string> device_kernel_ops(DeviceType type) {
+  auto& t = detail::device_kernel_table();
+  std::shared_lock lk(t.mu);
+  std::vector<std::string> names;
+  for (auto& [key, k] : t.kernels)
+    if (key.second == type) names.push_back(k.op->name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+MS_IMPL void DeviceKernelArgs::launch(const ops::OpDef& other, std::span<const AnyTensor> i, std::span<AnyTensor> o,
+                                     const ops::Attrs& a) const {
+  SmallVec<ops::TensorMeta, 4> metas = ops::input_metas(i);
+  const std::span<const ops::TensorMeta> mt(metas.data(), metas.size());
+  const std::optional<Engine> e = backend.engine_for(other, mt, a);
+  MS_CHECK(e.has_value(), BackendError,
+           "{}: its device kernel launches {} on {} ({}), which that backend does not run natively", op.name,
+           other.name, backend.device(), ops::metas_str(mt));
+  backend.launch(*e, other, i, o, a, stream, scratch);
+}
+
+MS_IMPL AnyTensor DeviceKernelArgs::temp(const ops::TensorMeta& m) const {
+  const std::size_t bytes = std::max<std::size_t>(m.nbytes(), 1);
+  MS_CHECK(static_cast<bool>(scratch), BackendError, "{}: no scratch memory for a device kernel's temporary on {}",
+           op.name, backend.device());
+  auto st = Storage::borrowed(scratch(bytes), bytes, backend.device());
+  return AnyTensor::view_of(std::move(st), m.shape, contiguous_strides(m.shape), 0, m.dtype);
+}
+
+namespace detail {
+MS_IMPL std::int64_t view_span(const AnyTensor& t) {
   if (t.numel() == 0) return 0;
   std::int64_t last = 0;
   for (int i = 0; i < t.dim(); ++i) {
@@ -408,12 +444,9 @@ inline std::int64_t view_span(const AnyTensor& t) {
   }
   return last + 1;
 }
-}  // namespace detail
 
-/// A copy of `t` on device `d` (the same tensor when it is already there). Host to device
-/// copies the elements contiguously; device to host waits for the device's queued work,
-/// copies the span the view covers and keeps the view's strides.
-inline AnyTensor to(const AnyTensor& t, Device d) {
+}  // namespace detail
+MS_IMPL AnyTensor to(const AnyTensor& t, Device d) {
   MS_CHECK(t.defined(), ValueError, "to: undefined tensor");
   const Device from = t.device();
   if (from == d) return t;
@@ -436,12 +469,4 @@ inline AnyTensor to(const AnyTensor& t, Device d) {
 }
 
 }  // namespace ms::backend
-
-namespace ms {
-using backend::to;
-
-template <Element T>
-Tensor<T> Tensor<T>::to(Device d) const {
-  return Tensor<T>(backend::to(*this, d));
-}
-}  // namespace ms
+#endif

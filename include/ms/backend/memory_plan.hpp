@@ -37,98 +37,23 @@ struct MemoryPlan {
 inline std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
 /// The largest sum of (aligned) sizes live at one step.
-inline std::size_t live_lower_bound(const std::vector<BufferReq>& bufs, std::size_t align = 64) {
-  std::vector<std::pair<int, long long>> ev;
-  for (auto& b : bufs) {
-    ev.emplace_back(b.start, static_cast<long long>(align_up(b.size, align)));
-    ev.emplace_back(b.end + 1, -static_cast<long long>(align_up(b.size, align)));
-  }
-  std::sort(ev.begin(), ev.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
-  long long cur = 0, best = 0;
-  for (auto& [t, d] : ev) {
-    cur += d;
-    best = std::max(best, cur);
-  }
-  return static_cast<std::size_t>(best);
-}
+MS_IMPL std::size_t live_lower_bound(const std::vector<BufferReq>& bufs, std::size_t align = 64);
 
 namespace detail {
 /// Greedy placement in `order`: each buffer at the best-fitting gap among the already placed
 /// buffers whose lifetimes overlap its own (the lowest offset past them when none fits).
-inline MemoryPlan place_in_order(const std::vector<BufferReq>& bufs, const std::vector<std::size_t>& order,
-                                 std::size_t align) {
-  MemoryPlan plan;
-  plan.offsets.assign(bufs.size(), 0);
-  std::vector<std::size_t> placed;
-  std::vector<std::pair<std::size_t, std::size_t>> busy;  // [offset, end) of overlapping placed buffers
-  for (std::size_t i : order) {
-    const std::size_t size = align_up(std::max<std::size_t>(bufs[i].size, 1), align);
-    busy.clear();
-    for (std::size_t j : placed)
-      if (bufs[j].start <= bufs[i].end && bufs[i].start <= bufs[j].end)
-        busy.emplace_back(plan.offsets[j], plan.offsets[j] + align_up(std::max<std::size_t>(bufs[j].size, 1), align));
-    std::sort(busy.begin(), busy.end());
-    std::size_t best = static_cast<std::size_t>(-1), best_gap = static_cast<std::size_t>(-1), cursor = 0;
-    for (auto& [b, e] : busy) {
-      if (b > cursor && b - cursor >= size && b - cursor < best_gap) {
-        best = cursor;
-        best_gap = b - cursor;
-      }
-      cursor = std::max(cursor, e);
-    }
-    plan.offsets[i] = best != static_cast<std::size_t>(-1) ? best : cursor;
-    plan.peak = std::max(plan.peak, plan.offsets[i] + size);
-    placed.push_back(i);
-  }
-  return plan;
-}
+MS_IMPL MemoryPlan place_in_order(const std::vector<BufferReq>& bufs, const std::vector<std::size_t>& order,
+                                 std::size_t align);
 }  // namespace detail
 
 /// Places buffers greedily (best fit among the placed buffers live at the same time) in
 /// four orders and keeps the smallest arena: largest first; longest-lived first; largest
 /// size x lifetime first; earliest first. No single order wins on every graph (largest
 /// first left a training step's arena 18% over its lower bound, where another fits it).
-inline MemoryPlan plan_memory(const std::vector<BufferReq>& bufs, std::size_t align = 64) {
-  std::vector<std::size_t> order(bufs.size());
-  auto life = [&](std::size_t i) { return static_cast<std::size_t>(bufs[i].end - bufs[i].start + 1); };
-  auto by = [&](auto key) {
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      const auto ka = key(a), kb = key(b);
-      if (ka != kb) return ka > kb;
-      return bufs[a].start < bufs[b].start;
-    });
-    return detail::place_in_order(bufs, order, align);
-  };
-  MemoryPlan plan = by([&](std::size_t i) { return bufs[i].size; });
-  auto keep = [&](MemoryPlan p) {
-    if (p.peak < plan.peak) plan = std::move(p);
-  };
-  keep(by([&](std::size_t i) { return std::pair(life(i), bufs[i].size); }));
-  keep(by([&](std::size_t i) { return static_cast<double>(bufs[i].size) * static_cast<double>(life(i)); }));
-  keep(by([&](std::size_t i) { return std::pair(-static_cast<long long>(bufs[i].start), bufs[i].size); }));
-  plan.lower_bound = live_lower_bound(bufs, align);
-  return plan;
-}
+MS_IMPL MemoryPlan plan_memory(const std::vector<BufferReq>& bufs, std::size_t align = 64);
 
 /// Throws GraphError if two buffers that are live at the same step overlap in the arena.
-inline void check_memory_plan(const std::vector<BufferReq>& bufs, const MemoryPlan& plan) {
-  MS_CHECK(plan.offsets.size() == bufs.size(), GraphError, "memory plan: {} offsets for {} buffers",
-           plan.offsets.size(), bufs.size());
-  for (std::size_t i = 0; i < bufs.size(); ++i) {
-    MS_CHECK(plan.offsets[i] + bufs[i].size <= plan.peak, GraphError,
-             "memory plan: buffer {} [{}, {}) exceeds the arena of {} bytes", i, plan.offsets[i],
-             plan.offsets[i] + bufs[i].size, plan.peak);
-    for (std::size_t j = i + 1; j < bufs.size(); ++j) {
-      bool live_together = bufs[i].start <= bufs[j].end && bufs[j].start <= bufs[i].end;
-      bool overlap = plan.offsets[i] < plan.offsets[j] + bufs[j].size && plan.offsets[j] < plan.offsets[i] + bufs[i].size;
-      MS_CHECK(!(live_together && overlap && bufs[i].size && bufs[j].size), GraphError,
-               "memory plan: buffers {} (steps {}-{}, bytes {}+{}) and {} (steps {}-{}, bytes {}+{}) overlap", i,
-               bufs[i].start, bufs[i].end, plan.offsets[i], bufs[i].size, j, bufs[j].start, bufs[j].end,
-               plan.offsets[j], bufs[j].size);
-    }
-  }
-}
+MS_IMPL void check_memory_plan(const std::vector<BufferReq>& bufs, const MemoryPlan& plan);
 
 /// Where a value of a compiled graph lives.
 enum class ValueHome : std::uint8_t {
@@ -160,6 +85,108 @@ struct ValuePlan {
   MemoryPlan memory;               ///< the buffers' offsets in one arena
   std::vector<bool> is_output;     ///< per value: a graph output
 };
+
+/// Value v's tensor in `arena`, the storage of the plan's arena: contiguous, of v's metadata,
+/// at its buffer's offset. v must live in the arena (ValueHome::arena, not a view).
+inline AnyTensor arena_view(const std::shared_ptr<Storage>& arena, const ValuePlan& vp, graph::ValueId v,
+                            const ops::TensorMeta& meta) {
+  const std::size_t off = vp.memory.offsets[static_cast<std::size_t>(vp.buffer[static_cast<std::size_t>(v)])];
+  return AnyTensor::view_of(arena, meta.shape, contiguous_strides(meta.shape),
+                            static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype);
+}
+
+/// Plans where every value of `G` (in its node order) lives and places the arena buffers.
+MS_IMPL ValuePlan plan_values(const graph::Graph& G, const ValuePlanOptions& opt = {});
+
+}  // namespace ms::backend
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::backend {
+MS_IMPL std::size_t live_lower_bound(const std::vector<BufferReq>& bufs, std::size_t align) {
+  std::vector<std::pair<int, long long>> ev;
+  for (auto& b : bufs) {
+    ev.emplace_back(b.start, static_cast<long long>(align_up(b.size, align)));
+    ev.emplace_back(b.end + 1, -static_cast<long long>(align_up(b.size, align)));
+  }
+  std::sort(ev.begin(), ev.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
+  long long cur = 0, best = 0;
+  for (auto& [t, d] : ev) {
+    cur += d;
+    best = std::max(best, cur);
+  }
+  return static_cast<std::size_t>(best);
+}
+
+namespace detail {
+MS_IMPL MemoryPlan place_in_order(const std::vector<BufferReq>& bufs, const std::vector<std::size_t>& order,
+                                 std::size_t align) {
+  MemoryPlan plan;
+  plan.offsets.assign(bufs.size(), 0);
+  std::vector<std::size_t> placed;
+  std::vector<std::pair<std::size_t, std::size_t>> busy;  // [offset, end) of overlapping placed buffers
+  for (std::size_t i : order) {
+    const std::size_t size = align_up(std::max<std::size_t>(bufs[i].size, 1), align);
+    busy.clear();
+    for (std::size_t j : placed)
+      if (bufs[j].start <= bufs[i].end && bufs[i].start <= bufs[j].end)
+        busy.emplace_back(plan.offsets[j], plan.offsets[j] + align_up(std::max<std::size_t>(bufs[j].size, 1), align));
+    std::sort(busy.begin(), busy.end());
+    std::size_t best = static_cast<std::size_t>(-1), best_gap = static_cast<std::size_t>(-1), cursor = 0;
+    for (auto& [b, e] : busy) {
+      if (b > cursor && b - cursor >= size && b - cursor < best_gap) {
+        best = cursor;
+        best_gap = b - cursor;
+      }
+      cursor = std::max(cursor, e);
+    }
+    plan.offsets[i] = best != static_cast<std::size_t>(-1) ? best : cursor;
+    plan.peak = std::max(plan.peak, plan.offsets[i] + size);
+    placed.push_back(i);
+  }
+  return plan;
+}
+
+}  // namespace detail
+MS_IMPL MemoryPlan plan_memory(const std::vector<BufferReq>& bufs, std::size_t align) {
+  std::vector<std::size_t> order(bufs.size());
+  auto life = [&](std::size_t i) { return static_cast<std::size_t>(bufs[i].end - bufs[i].start + 1); };
+  auto by = [&](auto key) {
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const auto ka = key(a), kb = key(b);
+      if (ka != kb) return ka > kb;
+      return bufs[a].start < bufs[b].start;
+    });
+    return detail::place_in_order(bufs, order, align);
+  };
+  MemoryPlan plan = by([&](std::size_t i) { return bufs[i].size; });
+  auto keep = [&](MemoryPlan p) {
+    if (p.peak < plan.peak) plan = std::move(p);
+  };
+  keep(by([&](std::size_t i) { return std::pair(life(i), bufs[i].size); }));
+  keep(by([&](std::size_t i) { return static_cast<double>(bufs[i].size) * static_cast<double>(life(i)); }));
+  keep(by([&](std::size_t i) { return std::pair(-static_cast<long long>(bufs[i].start), bufs[i].size); }));
+  plan.lower_bound = live_lower_bound(bufs, align);
+  return plan;
+}
+
+MS_IMPL void check_memory_plan(const std::vector<BufferReq>& bufs, const MemoryPlan& plan) {
+  MS_CHECK(plan.offsets.size() == bufs.size(), GraphError, "memory plan: {} offsets for {} buffers",
+           plan.offsets.size(), bufs.size());
+  for (std::size_t i = 0; i < bufs.size(); ++i) {
+    MS_CHECK(plan.offsets[i] + bufs[i].size <= plan.peak, GraphError,
+             "memory plan: buffer {} [{}, {}) exceeds the arena of {} bytes", i, plan.offsets[i],
+             plan.offsets[i] + bufs[i].size, plan.peak);
+    for (std::size_t j = i + 1; j < bufs.size(); ++j) {
+      bool live_together = bufs[i].start <= bufs[j].end && bufs[j].start <= bufs[i].end;
+      bool overlap = plan.offsets[i] < plan.offsets[j] + bufs[j].size && plan.offsets[j] < plan.offsets[i] + bufs[i].size;
+      MS_CHECK(!(live_together && overlap && bufs[i].size && bufs[j].size), GraphError,
+               "memory plan: buffers {} (steps {}-{}, bytes {}+{}) and {} (steps {}-{}, bytes {}+{}) overlap", i,
+               bufs[i].start, bufs[i].end, plan.offsets[i], bufs[i].size, j, bufs[j].start, bufs[j].end,
+               plan.offsets[j], bufs[j].size);
+    }
+  }
+}
 
 namespace detail {
 /// The arena buffer that node i (an elementwise op writing `out`) may write over in place:
@@ -231,19 +258,9 @@ inline void place_output(const graph::Graph& G, std::size_t i, std::size_t k, co
     vp.buffers.push_back(BufferReq{bytes, step, step});
   }
 }
+
 }  // namespace detail
-
-/// Value v's tensor in `arena`, the storage of the plan's arena: contiguous, of v's metadata,
-/// at its buffer's offset. v must live in the arena (ValueHome::arena, not a view).
-inline AnyTensor arena_view(const std::shared_ptr<Storage>& arena, const ValuePlan& vp, graph::ValueId v,
-                            const ops::TensorMeta& meta) {
-  const std::size_t off = vp.memory.offsets[static_cast<std::size_t>(vp.buffer[static_cast<std::size_t>(v)])];
-  return AnyTensor::view_of(arena, meta.shape, contiguous_strides(meta.shape),
-                            static_cast<std::int64_t>(off / dtype_size(meta.dtype)), meta.dtype);
-}
-
-/// Plans where every value of `G` (in its node order) lives and places the arena buffers.
-inline ValuePlan plan_values(const graph::Graph& G, const ValuePlanOptions& opt = {}) {
+MS_IMPL ValuePlan plan_values(const graph::Graph& G, const ValuePlanOptions& opt) {
   const auto& nodes = G.nodes();
   const std::size_t nv = G.values().size();
   ValuePlan vp;
@@ -273,3 +290,4 @@ inline ValuePlan plan_values(const graph::Graph& G, const ValuePlanOptions& opt 
 }
 
 }  // namespace ms::backend
+#endif

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "atomic_file.hpp"
+#include "linkage.hpp"
 #include "tensor.hpp"
 
 namespace ms {
@@ -29,20 +30,26 @@ namespace ms {
 /// order. The file appears atomically: readers see the old file or the complete new one.
 /// Throws DTypeError for bfloat16 (NumPy has no such type), DeviceError for a tensor not
 /// on the cpu, IOError when the file cannot be written.
-inline void save_npy(const std::filesystem::path& path, const AnyTensor& t);
+MS_IMPL void save_npy(const std::filesystem::path& path, const AnyTensor& t);
 
 /// Reads a .npy file. A Fortran-order file becomes a tensor with column-major strides
 /// (no copy; call contiguous() for C order). Throws IOError for a missing or malformed file.
-inline AnyTensor load_npy(const std::filesystem::path& path);
+MS_IMPL AnyTensor load_npy(const std::filesystem::path& path);
 
 /// Reads a .npy file holding elements of type T; DTypeError when it holds another dtype.
 template <Element T>
-Tensor<T> load_npy(const std::filesystem::path& path);
+Tensor<T> load_npy(const std::filesystem::path& path) {
+  AnyTensor t = load_npy(path);
+  MS_CHECK(t.dtype() == dtype_v<T>, DTypeError, "load_npy: '{}' holds {} data, not {}", path.string(), t.dtype(),
+           dtype_v<T>);
+  return Tensor<T>(t);
+}
 
 /// Parses .npy bytes held in memory (`name` is used in error messages). The same checks
 /// as load_npy; meant for fuzzing and for .npy data embedded in other containers.
-inline AnyTensor load_npy_from_memory(const void* data, std::size_t size, std::string_view name = "<memory>");
+MS_IMPL AnyTensor load_npy_from_memory(const void* data, std::size_t size, std::string_view name = "<memory>");
 
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 // ---- implementation -------------------------------------------------------------------------
 
 namespace detail::npy {
@@ -367,7 +374,7 @@ inline std::string errno_str(int e) { return std::strerror(e); }
 
 }  // namespace detail::npy
 
-inline AnyTensor load_npy_from_memory(const void* data, std::size_t size, std::string_view name) {
+MS_IMPL AnyTensor load_npy_from_memory(const void* data, std::size_t size, std::string_view name) {
   using namespace detail::npy;
   const auto* bytes = static_cast<const unsigned char*>(data);
   MS_CHECK(bytes != nullptr || size == 0, ValueError, "load_npy_from_memory: data is null");
@@ -378,7 +385,7 @@ inline AnyTensor load_npy_from_memory(const void* data, std::size_t size, std::s
   return t;
 }
 
-inline AnyTensor load_npy(const std::filesystem::path& path) {
+MS_IMPL AnyTensor load_npy(const std::filesystem::path& path) {
   using namespace detail::npy;
   const std::string name = path.string();
   std::error_code ec;
@@ -404,15 +411,7 @@ inline AnyTensor load_npy(const std::filesystem::path& path) {
   return t;
 }
 
-template <Element T>
-Tensor<T> load_npy(const std::filesystem::path& path) {
-  AnyTensor t = load_npy(path);
-  MS_CHECK(t.dtype() == dtype_v<T>, DTypeError, "load_npy: '{}' holds {} data, not {}", path.string(), t.dtype(),
-           dtype_v<T>);
-  return Tensor<T>(t);
-}
-
-inline void save_npy(const std::filesystem::path& path, const AnyTensor& t) {
+MS_IMPL void save_npy(const std::filesystem::path& path, const AnyTensor& t) {
   using namespace detail::npy;
   const std::string name = path.string();
   MS_CHECK(t.defined(), ValueError, "save_npy: '{}': the tensor is undefined", name);
@@ -443,5 +442,7 @@ inline void save_npy(const std::filesystem::path& path, const AnyTensor& t) {
   }
   f.commit();
 }
+
+#endif
 
 }  // namespace ms

@@ -26,12 +26,16 @@
 #include <string>
 #include <vector>
 
-#include <zlib.h>
-
+#include "../core/linkage.hpp"
 #include "../core/tensor.hpp"
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+#include <zlib.h>
+#endif
 
 namespace ms::data {
 
+#if MS_IMPL_BODIES
 namespace detail::idx {
 
 template <class... A>
@@ -83,11 +87,54 @@ inline const char* type_name(int code) {
 }
 
 }  // namespace detail::idx
+#endif
 
 /// Reads an IDX file (gzip-compressed or plain) into a contiguous tensor of its dims:
 /// uint8 for type 0x08, int32 for 0x0C, float32 for 0x0D, float64 for 0x0E.
 /// `expected_magic`, when given (e.g. 0x00000803), must match the file's magic number.
-inline AnyTensor read_idx(const std::filesystem::path& path, std::optional<std::uint32_t> expected_magic = {}) {
+MS_IMPL AnyTensor read_idx(const std::filesystem::path& path, std::optional<std::uint32_t> expected_magic = {});
+
+/// Reads an IDX image file (magic 0x00000803): uint8 (N, rows, cols).
+MS_IMPL Tensor<std::uint8_t> read_idx_images(const std::filesystem::path& path);
+/// Reads an IDX label file (magic 0x00000801): uint8 (N,).
+MS_IMPL Tensor<std::uint8_t> read_idx_labels(const std::filesystem::path& path);
+
+/// Images and labels of a dataset split.
+struct Dataset {
+  Tensor<float> images;          ///< (N, 1, rows, cols), scaled to [0, 1] (or normalized)
+  Tensor<std::int64_t> labels;   ///< (N,)
+  std::int64_t size() const { return labels.defined() ? labels.shape(0) : 0; }
+};
+
+/// Fashion-MNIST's mean and standard deviation of the training pixels (in [0, 1]).
+inline constexpr double kFashionMnistMean = 0.2860;
+inline constexpr double kFashionMnistStd = 0.3530;
+/// Class names of Fashion-MNIST, by label.
+inline constexpr std::array<const char*, 10> kFashionMnistClasses = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+
+/// Loads an image file and a label file into a Dataset: images become float32 (N, 1, H, W)
+/// divided by 255, and, when `normalize`, (x - mean) / std. IOError when the counts differ
+/// or (with num_classes > 0) a label is out of range.
+MS_IMPL Dataset load_idx_dataset(const std::filesystem::path& images_path, const std::filesystem::path& labels_path,
+                                bool normalize = false, double mean = kFashionMnistMean, double std = kFashionMnistStd,
+                                std::int64_t num_classes = 0);
+
+/// The directory of Fashion-MNIST if it can be found: $MS_FASHION_MNIST_DIR, then Debian's
+/// dataset-fashion-mnist location /usr/share/datasets/fashion-mnist.
+MS_IMPL std::optional<std::filesystem::path> find_fashion_mnist();
+
+/// Loads the Fashion-MNIST training split (60000 images) or, with train = false, the test
+/// split (10000) from `dir`, which holds {train,t10k}-{images-idx3,labels-idx1}-ubyte,
+/// gzip-compressed (.gz) or plain. Images: float32 (N, 1, 28, 28) in [0, 1], or normalized
+/// with mean 0.2860 and std 0.3530 when `normalize`. Labels: int64 (N,) in 0..9.
+MS_IMPL Dataset load_fashion_mnist(const std::filesystem::path& dir, bool train = true, bool normalize = false);
+
+}  // namespace ms::data
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::data {
+MS_IMPL AnyTensor read_idx(const std::filesystem::path& path, std::optional<std::uint32_t> expected_magic) {
   using namespace detail::idx;
   const std::string name = path.string();
   std::error_code ec;
@@ -161,35 +208,17 @@ inline AnyTensor read_idx(const std::filesystem::path& path, std::optional<std::
   return t;
 }
 
-/// Reads an IDX image file (magic 0x00000803): uint8 (N, rows, cols).
-inline Tensor<std::uint8_t> read_idx_images(const std::filesystem::path& path) {
+MS_IMPL Tensor<std::uint8_t> read_idx_images(const std::filesystem::path& path) {
   return Tensor<std::uint8_t>(read_idx(path, 0x00000803u));
 }
-/// Reads an IDX label file (magic 0x00000801): uint8 (N,).
-inline Tensor<std::uint8_t> read_idx_labels(const std::filesystem::path& path) {
+
+MS_IMPL Tensor<std::uint8_t> read_idx_labels(const std::filesystem::path& path) {
   return Tensor<std::uint8_t>(read_idx(path, 0x00000801u));
 }
 
-/// Images and labels of a dataset split.
-struct Dataset {
-  Tensor<float> images;          ///< (N, 1, rows, cols), scaled to [0, 1] (or normalized)
-  Tensor<std::int64_t> labels;   ///< (N,)
-  std::int64_t size() const { return labels.defined() ? labels.shape(0) : 0; }
-};
-
-/// Fashion-MNIST's mean and standard deviation of the training pixels (in [0, 1]).
-inline constexpr double kFashionMnistMean = 0.2860;
-inline constexpr double kFashionMnistStd = 0.3530;
-/// Class names of Fashion-MNIST, by label.
-inline constexpr std::array<const char*, 10> kFashionMnistClasses = {
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
-
-/// Loads an image file and a label file into a Dataset: images become float32 (N, 1, H, W)
-/// divided by 255, and, when `normalize`, (x - mean) / std. IOError when the counts differ
-/// or (with num_classes > 0) a label is out of range.
-inline Dataset load_idx_dataset(const std::filesystem::path& images_path, const std::filesystem::path& labels_path,
-                                bool normalize = false, double mean = kFashionMnistMean, double std = kFashionMnistStd,
-                                std::int64_t num_classes = 0) {
+MS_IMPL Dataset load_idx_dataset(const std::filesystem::path& images_path, const std::filesystem::path& labels_path,
+                                bool normalize, double mean, double std,
+                                std::int64_t num_classes) {
   Tensor<std::uint8_t> img = read_idx_images(images_path);
   Tensor<std::uint8_t> lab = read_idx_labels(labels_path);
   MS_CHECK(img.dim() == 3, IOError, "idx: '{}': expected 3 dimensions (N, rows, cols), got {}", images_path.string(),
@@ -222,9 +251,7 @@ inline Dataset load_idx_dataset(const std::filesystem::path& images_path, const 
   return ds;
 }
 
-/// The directory of Fashion-MNIST if it can be found: $MS_FASHION_MNIST_DIR, then Debian's
-/// dataset-fashion-mnist location /usr/share/datasets/fashion-mnist.
-inline std::optional<std::filesystem::path> find_fashion_mnist() {
+MS_IMPL std::optional<std::filesystem::path> find_fashion_mnist() {
   std::vector<std::filesystem::path> dirs;
   if (const char* env = std::getenv("MS_FASHION_MNIST_DIR"); env && *env) dirs.emplace_back(env);
   dirs.emplace_back("/usr/share/datasets/fashion-mnist");
@@ -237,11 +264,7 @@ inline std::optional<std::filesystem::path> find_fashion_mnist() {
   return std::nullopt;
 }
 
-/// Loads the Fashion-MNIST training split (60000 images) or, with train = false, the test
-/// split (10000) from `dir`, which holds {train,t10k}-{images-idx3,labels-idx1}-ubyte,
-/// gzip-compressed (.gz) or plain. Images: float32 (N, 1, 28, 28) in [0, 1], or normalized
-/// with mean 0.2860 and std 0.3530 when `normalize`. Labels: int64 (N,) in 0..9.
-inline Dataset load_fashion_mnist(const std::filesystem::path& dir, bool train = true, bool normalize = false) {
+MS_IMPL Dataset load_fashion_mnist(const std::filesystem::path& dir, bool train, bool normalize) {
   const std::string prefix = train ? "train" : "t10k";
   auto pick = [&](const std::string& base) {
     std::error_code ec;
@@ -261,3 +284,4 @@ inline Dataset load_fashion_mnist(const std::filesystem::path& dir, bool train =
 }
 
 }  // namespace ms::data
+#endif

@@ -37,6 +37,23 @@ MS_REGISTRATION(const ops::OpDef& fused_op, ops::registry().add([] {
   return d;
 }()));
 
+/// Fuses elementwise groups; returns the number of fused nodes created.
+MS_IMPL int fuse_elementwise(Graph& g);
+
+/// Fuses across the elementwise boundary, after fuse_elementwise:
+/// * GEMM epilogues: an elementwise node or group whose input is the single-use result of
+///   a matmul or linear of the same shape and dtype absorbs it (the GEMM writes the node's
+///   output buffer, the program then runs in place: bias, activation, scaling);
+/// * reductions: a sum, mean, max or min over trailing axes (or all axes) of a float
+///   elementwise result used only by it evaluates the program block by block and reduces
+///   on the fly, so the full-size intermediate is never written.
+/// Returns the number of nodes absorbed.
+MS_IMPL int fuse_epilogues(Graph& g);
+
+}  // namespace ms::graph
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::graph {
 namespace detail {
 inline bool fusible(const Graph& g, const Node& n) {
   if (n.dead || n.fused || n.outputs.size() != 1) return false;
@@ -46,9 +63,7 @@ inline bool fusible(const Graph& g, const Node& n) {
   DType d = g.value(n.inputs[static_cast<std::size_t>(ew.dispatch_input)]).meta.dtype;
   return ew.block[static_cast<int>(d)] != nullptr && n.inputs.size() <= static_cast<std::size_t>(ops::kMaxArity);
 }
-}  // namespace detail
 
-namespace detail {
 /// What instruction k (made by node m) is to fold_scalar_steps: a scalar step x * c, c * x,
 /// x + c, c + x or x - c (c a float constant; `other` is x's source), and which binary op
 /// (+ - * /) of two operands of its dtype.
@@ -282,6 +297,7 @@ inline std::shared_ptr<FusedProgram> build_program(const Graph& g, const std::ve
   fold_scalar_steps(g, members, *prog);
   return prog;
 }
+
 /// Turns node i into a fused node reading `inputs` (its output value id stays).
 inline void become_fused(Graph& g, std::size_t i, std::vector<ValueId> inputs, std::shared_ptr<FusedProgram> prog,
                          std::string name) {
@@ -294,10 +310,9 @@ inline void become_fused(Graph& g, std::size_t i, std::vector<ValueId> inputs, s
   n.fused = std::move(prog);
   n.name = std::move(name);
 }
-}  // namespace detail
 
-/// Fuses elementwise groups; returns the number of fused nodes created.
-inline int fuse_elementwise(Graph& g) {
+}  // namespace detail
+MS_IMPL int fuse_elementwise(Graph& g) {
   auto& nodes = g.nodes();
   const std::size_t nn = nodes.size();
   // consumers[v] = node indices reading v
@@ -357,15 +372,7 @@ inline int fuse_elementwise(Graph& g) {
   return made;
 }
 
-/// Fuses across the elementwise boundary, after fuse_elementwise:
-/// * GEMM epilogues: an elementwise node or group whose input is the single-use result of
-///   a matmul or linear of the same shape and dtype absorbs it (the GEMM writes the node's
-///   output buffer, the program then runs in place: bias, activation, scaling);
-/// * reductions: a sum, mean, max or min over trailing axes (or all axes) of a float
-///   elementwise result used only by it evaluates the program block by block and reduces
-///   on the fly, so the full-size intermediate is never written.
-/// Returns the number of nodes absorbed.
-inline int fuse_epilogues(Graph& g) {
+MS_IMPL int fuse_epilogues(Graph& g) {
   auto& nodes = g.nodes();
   std::vector<bool> is_output(g.values().size(), false);
   for (ValueId v : g.outputs()) is_output[v] = true;
@@ -465,3 +472,4 @@ inline int fuse_epilogues(Graph& g) {
 }
 
 }  // namespace ms::graph
+#endif

@@ -24,111 +24,19 @@ inline bool has_side_effect(const Node& n) { return n.op->has_side_effect(n.attr
 }  // namespace detail
 
 /// Removes nodes whose outputs are unused. Returns the number removed.
-inline int dce(Graph& g) {
-  int removed = 0;
-  auto& nodes = g.nodes();
-  for (std::size_t i = nodes.size(); i-- > 0;) {
-    Node& n = nodes[i];
-    if (n.dead || detail::has_side_effect(n)) continue;
-    bool used = std::any_of(n.outputs.begin(), n.outputs.end(), [&](ValueId v) { return g.value(v).uses > 0; });
-    if (!used) { g.kill(i); ++removed; }
-  }
-  g.compact();
-  return removed;
-}
+MS_IMPL int dce(Graph& g);
 
 /// Merges nodes with the same op, attributes and inputs. Returns the number merged.
-inline int cse(Graph& g) {
-  int merged = 0;
-  struct Key {
-    const ops::OpDef* op;
-    std::vector<ValueId> inputs;
-    const ops::Attrs* attrs;
-  };
-  std::unordered_multimap<std::size_t, std::size_t> seen;  // hash -> node index
-  auto& nodes = g.nodes();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Node& n = nodes[i];
-    if (n.dead || n.fused || n.op->is_random || detail::has_side_effect(n)) continue;
-    std::size_t h = std::hash<const void*>{}(n.op) ^ (n.attrs.hash() * 31);
-    for (ValueId v : n.inputs) h = h * 1000003u ^ static_cast<std::size_t>(v);
-    bool found = false;
-    auto range = seen.equal_range(h);
-    for (auto it = range.first; it != range.second; ++it) {
-      Node& m = nodes[it->second];
-      if (m.dead || m.op != n.op || m.inputs != n.inputs || !(m.attrs == n.attrs)) continue;
-      for (std::size_t k = 0; k < n.outputs.size(); ++k) g.replace_uses(n.outputs[k], m.outputs[k]);
-      g.kill(i);
-      ++merged;
-      found = true;
-      break;
-    }
-    if (!found) seen.emplace(h, i);
-  }
-  g.compact();
-  return merged;
-}
+MS_IMPL int cse(Graph& g);
 
 /// Evaluates nodes whose inputs are all constants (up to `max_elements` output elements)
 /// and replaces them by constants. Returns the number folded.
-inline int fold_constants(Graph& g, std::int64_t max_elements = 1 << 20) {
-  int folded = 0;
-  auto& nodes = g.nodes();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Node& n = nodes[i];
-    if (n.dead || n.fused || n.op->is_random || detail::has_side_effect(n) || n.inputs.empty()) continue;
-    bool all_const = std::all_of(n.inputs.begin(), n.inputs.end(),
-                                 [&](ValueId v) { return g.value(v).kind == ValueKind::constant; });
-    if (!all_const) continue;
-    std::int64_t size = 0;
-    for (ValueId v : n.outputs) size += numel(g.value(v).meta.shape);
-    if (size > max_elements) continue;
-    std::vector<AnyTensor> in;
-    for (ValueId v : n.inputs) in.push_back(g.value(v).data);
-    std::vector<AnyTensor> out(n.outputs.size());
-    if (n.op->view) {
-      out[0] = ops::detail::contiguous_raw(n.op->view(in[0], n.attrs));
-      if (out[0].is_same(in[0]) || out[0].shares_storage(in[0])) {
-        AnyTensor c = AnyTensor::empty(out[0].shape(), out[0].dtype());
-        std::memcpy(c.raw_data(), out[0].raw_data(), out[0].nbytes());
-        out[0] = c;
-      }
-    } else {
-      for (std::size_t k = 0; k < n.outputs.size(); ++k)
-        out[k] = AnyTensor::empty(g.value(n.outputs[k]).meta.shape, g.value(n.outputs[k]).meta.dtype);
-      n.op->kernel(ops::KernelArgs{*n.op, in, out, n.attrs});
-    }
-    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-      ValueId c = g.add_constant(out[k]);
-      g.replace_uses(n.outputs[k], c);
-    }
-    g.kill(i);
-    ++folded;
-  }
-  g.compact();
-  return folded;
-}
+MS_IMPL int fold_constants(Graph& g, std::int64_t max_elements = 1 << 20);
 
 namespace detail {
 /// True when constant value v holds `x` in every element (for floating dtypes a zero must
 /// also have x's sign: x + 0.0 turns -0.0 into +0.0, so only x + -0.0 and x - 0.0 are x).
-inline bool const_all_equal(const Graph& g, ValueId v, double x) {
-  const Value& val = g.value(v);
-  if (val.kind != ValueKind::constant) return false;
-  bool eq = true;
-  visit_dtype(val.data.dtype(), [&]<class T>() {
-    if constexpr (std::is_arithmetic_v<T>) {
-      const T* p = static_cast<const T*>(val.data.raw_data());
-      ms::detail::for_each_offset(val.data.shape(), val.data.strides(), [&](std::int64_t o) {
-        const double e = static_cast<double>(p[o]);
-        if (e != x || (std::is_floating_point_v<T> && std::signbit(e) != std::signbit(x))) eq = false;
-      });
-    } else {
-      eq = false;
-    }
-  });
-  return eq;
-}
+MS_IMPL bool const_all_equal(const Graph& g, ValueId v, double x);
 }  // namespace detail
 
 namespace detail {
@@ -181,6 +89,143 @@ bool drop_identity_operand(Rewrite& r) {
   if (const_all_equal(r.g, r.node().inputs[1], ident) && r.forward(r.node().inputs[0])) return true;
   return Commutes && const_all_equal(r.g, r.node().inputs[0], ident) && r.forward(r.node().inputs[1]);
 }
+}  // namespace detail
+
+/// simplify's rewrites, one row each, keyed by op handle (several rows may share an op:
+/// they are tried in order until one rewrites the node).
+MS_IMPL const std::vector<detail::SimplifyRow>& simplify_rules();
+
+/// Algebraic simplification by the rows of simplify_rules(). Returns the number of rewrites.
+MS_IMPL int simplify(Graph& g);
+
+/// Replaces each live node that has an expansion (OpDef::expand) and satisfies `want` by the
+/// nodes of its expansion, in place in the schedule. Backends call it for ops they have no
+/// kernel for. Returns the number of nodes expanded.
+MS_IMPL int expand_nodes(Graph& g, const std::function<bool(const Node&)>& want);
+
+/// Options of the pass pipeline.
+struct PassOptions {
+  int opt_level = 2;  ///< 0: nothing; 1: dce, cse, fold, simplify; 2: also fusion
+  bool dce = true, cse = true, fold = true, simplify = true, fuse = true;
+  bool fuse_epilogue = true;  ///< GEMM epilogues and reductions of elementwise results (level 2)
+  std::string dump_dir;  ///< when set (or MS_DUMP_IR is set), writes NN_<pass>.ir and .dot files there
+};
+
+/// What each pass did.
+struct PassReport {
+  std::vector<std::pair<std::string, int>> changes;
+  int get(std::string_view pass) const {
+    int total = 0;
+    for (auto& [p, c] : changes)
+      if (p == pass) total += c;
+    return total;
+  }
+};
+
+/// Runs the passes in order (dce, cse, fold, simplify, dce, fuse, fuse_epilogue), verifying after each.
+MS_IMPL PassReport optimize(Graph& g, const PassOptions& opt = {});
+
+}  // namespace ms::graph
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::graph {
+MS_IMPL int dce(Graph& g) {
+  int removed = 0;
+  auto& nodes = g.nodes();
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    Node& n = nodes[i];
+    if (n.dead || detail::has_side_effect(n)) continue;
+    bool used = std::any_of(n.outputs.begin(), n.outputs.end(), [&](ValueId v) { return g.value(v).uses > 0; });
+    if (!used) { g.kill(i); ++removed; }
+  }
+  g.compact();
+  return removed;
+}
+MS_IMPL int cse(Graph& g) {
+  int merged = 0;
+  struct Key {
+    const ops::OpDef* op;
+    std::vector<ValueId> inputs;
+    const ops::Attrs* attrs;
+  };
+  std::unordered_multimap<std::size_t, std::size_t> seen;  // hash -> node index
+  auto& nodes = g.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dead || n.fused || n.op->is_random || detail::has_side_effect(n)) continue;
+    std::size_t h = std::hash<const void*>{}(n.op) ^ (n.attrs.hash() * 31);
+    for (ValueId v : n.inputs) h = h * 1000003u ^ static_cast<std::size_t>(v);
+    bool found = false;
+    auto range = seen.equal_range(h);
+    for (auto it = range.first; it != range.second; ++it) {
+      Node& m = nodes[it->second];
+      if (m.dead || m.op != n.op || m.inputs != n.inputs || !(m.attrs == n.attrs)) continue;
+      for (std::size_t k = 0; k < n.outputs.size(); ++k) g.replace_uses(n.outputs[k], m.outputs[k]);
+      g.kill(i);
+      ++merged;
+      found = true;
+      break;
+    }
+    if (!found) seen.emplace(h, i);
+  }
+  g.compact();
+  return merged;
+}
+MS_IMPL int fold_constants(Graph& g, std::int64_t max_elements) {
+  int folded = 0;
+  auto& nodes = g.nodes();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dead || n.fused || n.op->is_random || detail::has_side_effect(n) || n.inputs.empty()) continue;
+    bool all_const = std::all_of(n.inputs.begin(), n.inputs.end(),
+                                 [&](ValueId v) { return g.value(v).kind == ValueKind::constant; });
+    if (!all_const) continue;
+    std::int64_t size = 0;
+    for (ValueId v : n.outputs) size += numel(g.value(v).meta.shape);
+    if (size > max_elements) continue;
+    std::vector<AnyTensor> in;
+    for (ValueId v : n.inputs) in.push_back(g.value(v).data);
+    std::vector<AnyTensor> out(n.outputs.size());
+    if (n.op->view) {
+      out[0] = ops::detail::contiguous_raw(n.op->view(in[0], n.attrs));
+      if (out[0].is_same(in[0]) || out[0].shares_storage(in[0])) {
+        AnyTensor c = AnyTensor::empty(out[0].shape(), out[0].dtype());
+        std::memcpy(c.raw_data(), out[0].raw_data(), out[0].nbytes());
+        out[0] = c;
+      }
+    } else {
+      for (std::size_t k = 0; k < n.outputs.size(); ++k)
+        out[k] = AnyTensor::empty(g.value(n.outputs[k]).meta.shape, g.value(n.outputs[k]).meta.dtype);
+      n.op->kernel(ops::KernelArgs{*n.op, in, out, n.attrs});
+    }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      ValueId c = g.add_constant(out[k]);
+      g.replace_uses(n.outputs[k], c);
+    }
+    g.kill(i);
+    ++folded;
+  }
+  g.compact();
+  return folded;
+}
+namespace detail {
+MS_IMPL bool const_all_equal(const Graph& g, ValueId v, double x) {
+  const Value& val = g.value(v);
+  if (val.kind != ValueKind::constant) return false;
+  bool eq = true;
+  visit_dtype(val.data.dtype(), [&]<class T>() {
+    if constexpr (std::is_arithmetic_v<T>) {
+      const T* p = static_cast<const T*>(val.data.raw_data());
+      ms::detail::for_each_offset(val.data.shape(), val.data.strides(), [&](std::int64_t o) {
+        const double e = static_cast<double>(p[o]);
+        if (e != x || (std::is_floating_point_v<T> && std::signbit(e) != std::signbit(x))) eq = false;
+      });
+    } else {
+      eq = false;
+    }
+  });
+  return eq;
+}
 inline bool drop_same_dtype_cast(Rewrite& r) {
   return r.g.value(r.node().inputs[0]).meta.dtype == r.out_meta().dtype && r.forward(r.node().inputs[0]);
 }
@@ -214,10 +259,7 @@ inline bool simplify_permute(Rewrite& r) {
   return true;
 }
 }  // namespace detail
-
-/// simplify's rewrites, one row each, keyed by op handle (several rows may share an op:
-/// they are tried in order until one rewrites the node).
-inline const std::vector<detail::SimplifyRow>& simplify_rules() {
+MS_IMPL const std::vector<detail::SimplifyRow>& simplify_rules() {
   static const std::vector<detail::SimplifyRow> rows{
       {&ops::mul_op, "x * 1 -> x, 1 * x -> x", &detail::drop_identity_operand<1, true>},
       {&ops::div_op, "x / 1 -> x", &detail::drop_identity_operand<1, false>},
@@ -231,9 +273,7 @@ inline const std::vector<detail::SimplifyRow>& simplify_rules() {
   };
   return rows;
 }
-
-/// Algebraic simplification by the rows of simplify_rules(). Returns the number of rewrites.
-inline int simplify(Graph& g) {
+MS_IMPL int simplify(Graph& g) {
   int rewrites = 0;
   const auto& rows = simplify_rules();
   for (std::size_t i = 0; i < g.nodes().size(); ++i) {
@@ -246,7 +286,6 @@ inline int simplify(Graph& g) {
   g.compact();
   return rewrites;
 }
-
 namespace detail {
 /// Builds an expansion's nodes into a graph, each inserted before position `pos`.
 class GraphExpansionBuilder final : public ops::ExpansionBuilder {
@@ -267,11 +306,7 @@ class GraphExpansionBuilder final : public ops::ExpansionBuilder {
   std::size_t pos_;
 };
 }  // namespace detail
-
-/// Replaces each live node that has an expansion (OpDef::expand) and satisfies `want` by the
-/// nodes of its expansion, in place in the schedule. Backends call it for ops they have no
-/// kernel for. Returns the number of nodes expanded.
-inline int expand_nodes(Graph& g, const std::function<bool(const Node&)>& want) {
+MS_IMPL int expand_nodes(Graph& g, const std::function<bool(const Node&)>& want) {
   int expanded = 0;
   for (std::size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
@@ -296,28 +331,7 @@ inline int expand_nodes(Graph& g, const std::function<bool(const Node&)>& want) 
   g.compact();
   return expanded;
 }
-
-/// Options of the pass pipeline.
-struct PassOptions {
-  int opt_level = 2;  ///< 0: nothing; 1: dce, cse, fold, simplify; 2: also fusion
-  bool dce = true, cse = true, fold = true, simplify = true, fuse = true;
-  bool fuse_epilogue = true;  ///< GEMM epilogues and reductions of elementwise results (level 2)
-  std::string dump_dir;  ///< when set (or MS_DUMP_IR is set), writes NN_<pass>.ir and .dot files there
-};
-
-/// What each pass did.
-struct PassReport {
-  std::vector<std::pair<std::string, int>> changes;
-  int get(std::string_view pass) const {
-    int total = 0;
-    for (auto& [p, c] : changes)
-      if (p == pass) total += c;
-    return total;
-  }
-};
-
-/// Runs the passes in order (dce, cse, fold, simplify, dce, fuse, fuse_epilogue), verifying after each.
-inline PassReport optimize(Graph& g, const PassOptions& opt = {}) {
+MS_IMPL PassReport optimize(Graph& g, const PassOptions& opt) {
   PassReport rep;
   std::string dir = opt.dump_dir;
   if (dir.empty())
@@ -348,5 +362,5 @@ inline PassReport optimize(Graph& g, const PassOptions& opt = {}) {
   run(opt.fuse && opt.fuse_epilogue, 2, "fuse_epilogue", fuse_epilogues);
   return rep;
 }
-
 }  // namespace ms::graph
+#endif

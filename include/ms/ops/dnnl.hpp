@@ -29,9 +29,11 @@
 
 #include "../core/allocator.hpp"
 #include "../core/error.hpp"
+#include "../core/linkage.hpp"
 #include "../core/parallel.hpp"
 
-#if defined(MS_HAVE_DNNL)
+// oneDNN itself and the binding below are seen where the kernels are compiled (core/linkage.hpp).
+#if defined(MS_HAVE_DNNL) && MS_KERNEL_BODIES
 #include <dnnl.h>
 #include <dnnl_debug.h>
 #endif
@@ -140,7 +142,7 @@ inline void set_cpu_conv(CpuConv c) {
 /// Whether oneDNN runs bfloat16 products natively on this CPU (AVX512-BF16 or AMX): then
 /// bfloat16 matmul, linear and convolutions, and float32 ones under GemmPrecision::bf16, run
 /// as bfloat16 primitives with float32 accumulation. False without oneDNN.
-inline bool dnnl_bf16_native();
+MS_IMPL bool dnnl_bf16_native();
 
 /// The arithmetic of float32 GEMMs (matmul, linear, their gradients, the convolutions'
 /// GEMMs) and float32 convolutions on the CPU; like PyTorch's float32 matmul precision.
@@ -185,12 +187,12 @@ struct DnnlCacheStats {
   std::uint64_t misses = 0;  ///< lookups that created one
   double hit_rate() const { return hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0; }
 };
-inline DnnlCacheStats dnnl_cache_stats();
+MS_IMPL DnnlCacheStats dnnl_cache_stats();
 /// Empties the primitive cache (statistics restart at zero).
-inline void dnnl_cache_clear();
+MS_IMPL void dnnl_cache_clear();
 /// The instruction set oneDNN generates code for on this CPU ("avx512_core_bf16", ...), or
 /// "none" without oneDNN.
-inline std::string dnnl_cpu_isa();
+MS_IMPL std::string dnnl_cpu_isa();
 
 namespace ops::detail {
 /// While set (PrimitiveOwner), every oneDNN primitive this thread takes from the cache is
@@ -218,7 +220,7 @@ class PrimitiveOwner {
 // Implementation
 // =============================================================================================
 
-#if defined(MS_HAVE_DNNL)
+#if defined(MS_HAVE_DNNL) && MS_KERNEL_BODIES
 namespace ops::detail {
 
 /// A oneDNN status as an ms::BackendError naming the op, what was being done and the shapes.
@@ -546,17 +548,20 @@ inline void gemm_dnnl_bf16_from_f32(const float* a, bool a_col, std::int64_t lda
 }
 
 }  // namespace ops::detail
+#endif
 
-inline DnnlCacheStats dnnl_cache_stats() { return ops::detail::DnnlCache::instance().stats(); }
-inline bool dnnl_bf16_native() {
+#if MS_IMPL_BODIES
+#if defined(MS_HAVE_DNNL)
+MS_IMPL DnnlCacheStats dnnl_cache_stats() { return ops::detail::DnnlCache::instance().stats(); }
+MS_IMPL bool dnnl_bf16_native() {
   static const bool native = [] {
     constexpr unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;
     return (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
   }();
   return native;
 }
-inline void dnnl_cache_clear() { ops::detail::DnnlCache::instance().clear(); }
-inline std::string dnnl_cpu_isa() {
+MS_IMPL void dnnl_cache_clear() { ops::detail::DnnlCache::instance().clear(); }
+MS_IMPL std::string dnnl_cpu_isa() {
   switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_sse41: return "sse41";
     case dnnl_cpu_isa_avx: return "avx";
@@ -572,10 +577,11 @@ inline std::string dnnl_cpu_isa() {
   }
 }
 #else
-inline DnnlCacheStats dnnl_cache_stats() { return {}; }
-inline bool dnnl_bf16_native() { return false; }
-inline void dnnl_cache_clear() {}
-inline std::string dnnl_cpu_isa() { return "none"; }
+MS_IMPL DnnlCacheStats dnnl_cache_stats() { return {}; }
+MS_IMPL bool dnnl_bf16_native() { return false; }
+MS_IMPL void dnnl_cache_clear() {}
+MS_IMPL std::string dnnl_cpu_isa() { return "none"; }
+#endif
 #endif
 
 }  // namespace ms

@@ -46,6 +46,7 @@ struct Number {
   }
 };
 
+#if MS_KERNEL_BODIES  // used by the registrations only: core/linkage.hpp
 namespace creation_detail {
 
 inline constexpr DTypeSet kCreationFloatTypes{DType::f32, DType::f64, DType::f16, DType::bf16};
@@ -223,6 +224,7 @@ inline std::int64_t arange_length(const OpDef& op, const Attrs& a, DType d) {
 }
 
 }  // namespace creation_detail
+#endif
 
 // fill: attrs shape, dtype, value. Serves zeros/ones/full for every storage dtype.
 MS_REGISTRATION(const OpDef& fill_op, registry().add([] {
@@ -435,9 +437,7 @@ MS_REGISTRATION(const OpDef& randint_op, registry().add([] {
 // ---- untyped API ----------------------------------------------------------------------------
 
 /// A tensor of `shape` filled with `value` (ValueError when dtype cannot represent it).
-inline AnyTensor full(const Shape& shape, Number value, DType dtype) {
-  return call1(fill_op, {}, Attrs{{"shape", shape.vec()}, {"dtype", dtype}, {"value", value.value}});
-}
+MS_IMPL AnyTensor full(const Shape& shape, Number value, DType dtype);
 inline AnyTensor zeros(const Shape& shape, DType dtype = DType::f32) { return full(shape, 0, dtype); }
 inline AnyTensor ones(const Shape& shape, DType dtype = DType::f32) { return full(shape, 1, dtype); }
 /// Same shape and dtype as x (always on the cpu).
@@ -445,40 +445,20 @@ inline AnyTensor zeros_like(const AnyTensor& x) { return zeros(x.shape(), x.dtyp
 inline AnyTensor ones_like(const AnyTensor& x) { return ones(x.shape(), x.dtype()); }
 inline AnyTensor full_like(const AnyTensor& x, Number value) { return full(x.shape(), value, x.dtype()); }
 /// [start, stop) in steps of step; integer dtypes need integer start/stop/step.
-inline AnyTensor arange(Number start, Number stop, Number step, DType dtype) {
-  return call1(arange_op, {}, Attrs{{"start", start.value}, {"stop", stop.value}, {"step", step.value}, {"dtype", dtype}});
-}
+MS_IMPL AnyTensor arange(Number start, Number stop, Number step, DType dtype);
 /// num points from start to stop, both included (floating dtypes).
-inline AnyTensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::f32) {
-  return call1(linspace_op, {}, Attrs{{"start", start}, {"stop", stop}, {"num", num}, {"dtype", dtype}});
-}
+MS_IMPL AnyTensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::f32);
 /// n x m identity-like matrix (m = -1: square).
-inline AnyTensor eye(std::int64_t n, std::int64_t m = -1, DType dtype = DType::f32) {
-  return call1(eye_op, {}, Attrs{{"n", n}, {"m", m == -1 ? n : m}, {"dtype", dtype}});
-}
+MS_IMPL AnyTensor eye(std::int64_t n, std::int64_t m = -1, DType dtype = DType::f32);
 namespace creation_detail {
-inline Attrs random_attrs(const Shape& shape, DType dtype, std::optional<std::uint64_t> seed) {
-  Attrs a{{"shape", shape.vec()}, {"dtype", dtype}};
-  if (seed) a.set("seed", static_cast<std::int64_t>(*seed));
-  return a;
-}
 }  // namespace creation_detail
 /// Uniform [0, 1); with a seed the op draws from its own generator (the same numbers on every run).
-inline AnyTensor rand(const Shape& shape, DType dtype = DType::f32, std::optional<std::uint64_t> seed = {}) {
-  return call1(rand_op, {}, creation_detail::random_attrs(shape, dtype, seed));
-}
+MS_IMPL AnyTensor rand(const Shape& shape, DType dtype = DType::f32, std::optional<std::uint64_t> seed = {});
 /// Standard normal.
-inline AnyTensor randn(const Shape& shape, DType dtype = DType::f32, std::optional<std::uint64_t> seed = {}) {
-  return call1(randn_op, {}, creation_detail::random_attrs(shape, dtype, seed));
-}
+MS_IMPL AnyTensor randn(const Shape& shape, DType dtype = DType::f32, std::optional<std::uint64_t> seed = {});
 /// Uniform integers in [low, high).
-inline AnyTensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = DType::i64,
-                         std::optional<std::uint64_t> seed = {}) {
-  Attrs a = creation_detail::random_attrs(shape, dtype, seed);
-  a.set("low", low);
-  a.set("high", high);
-  return call1(randint_op, {}, a);
-}
+MS_IMPL AnyTensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = DType::i64,
+                         std::optional<std::uint64_t> seed = {});
 
 }  // namespace ms::ops
 
@@ -578,3 +558,48 @@ Tensor<T> from_blob(T* data, const Shape& shape, std::function<void(void*)> dele
 }
 
 }  // namespace ms
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::ops {
+MS_IMPL AnyTensor full(const Shape& shape, Number value, DType dtype) {
+  return call1(fill_op, {}, Attrs{{"shape", shape.vec()}, {"dtype", dtype}, {"value", value.value}});
+}
+
+MS_IMPL AnyTensor arange(Number start, Number stop, Number step, DType dtype) {
+  return call1(arange_op, {}, Attrs{{"start", start.value}, {"stop", stop.value}, {"step", step.value}, {"dtype", dtype}});
+}
+
+MS_IMPL AnyTensor linspace(double start, double stop, std::int64_t num, DType dtype) {
+  return call1(linspace_op, {}, Attrs{{"start", start}, {"stop", stop}, {"num", num}, {"dtype", dtype}});
+}
+
+MS_IMPL AnyTensor eye(std::int64_t n, std::int64_t m, DType dtype) {
+  return call1(eye_op, {}, Attrs{{"n", n}, {"m", m == -1 ? n : m}, {"dtype", dtype}});
+}
+
+namespace creation_detail {
+inline Attrs random_attrs(const Shape& shape, DType dtype, std::optional<std::uint64_t> seed) {
+  Attrs a{{"shape", shape.vec()}, {"dtype", dtype}};
+  if (seed) a.set("seed", static_cast<std::int64_t>(*seed));
+  return a;
+}
+
+}  // namespace creation_detail
+MS_IMPL AnyTensor rand(const Shape& shape, DType dtype, std::optional<std::uint64_t> seed) {
+  return call1(rand_op, {}, creation_detail::random_attrs(shape, dtype, seed));
+}
+
+MS_IMPL AnyTensor randn(const Shape& shape, DType dtype, std::optional<std::uint64_t> seed) {
+  return call1(randn_op, {}, creation_detail::random_attrs(shape, dtype, seed));
+}
+
+MS_IMPL AnyTensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype,
+                         std::optional<std::uint64_t> seed) {
+  Attrs a = creation_detail::random_attrs(shape, dtype, seed);
+  a.set("low", low);
+  a.set("high", high);
+  return call1(randint_op, {}, a);
+}
+
+}  // namespace ms::ops
+#endif

@@ -100,21 +100,7 @@ class Attrs {
     return *p;
   }
   /// What an attribute value is, for messages: "an int", "a dtype (one of float32, ...)".
-  static std::string kind_name(const AttrValue& v) {
-    switch (v.index()) {
-      case 0: return "an int";
-      case 1: return "a float";
-      case 2: return "a bool";
-      case 3: {
-        std::string names;
-        for (int i = 0; i < kNumDTypes; ++i)
-          names += (i ? ", " : "") + std::string(dtype_name(static_cast<DType>(i)));
-        return "a dtype (one of " + names + ")";
-      }
-      case 4: return "a list of ints";
-      default: return "a string";
-    }
-  }
+  static MS_IMPL std::string kind_name(const AttrValue& v);
   std::int64_t i(std::string_view key) const { return get<std::int64_t>(key); }
   std::int64_t i(std::string_view key, std::int64_t dflt) const { return has(key) ? i(key) : dflt; }
   /// The integer attribute `key`, or nothing when the node has none (an optional seed).
@@ -135,45 +121,67 @@ class Attrs {
 
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   bool empty() const { return items_.empty(); }
-  friend bool operator==(const Attrs& a, const Attrs& b) { return a.items_ == b.items_; }
+  friend MS_IMPL bool operator==(const Attrs& a, const Attrs& b);
 
-  std::size_t hash() const {
-    std::size_t h = 1469598103934665603ull;
-    auto mix = [&](std::size_t x) { h = (h ^ x) * 1099511628211ull; };
-    for (auto& [k, v] : items_) {
-      mix(std::hash<std::string>{}(k));
-      mix(v.index());
-      std::visit([&](auto& x) {
-        using X = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<X, IntList>) for (auto e : x) mix(std::hash<std::int64_t>{}(e));
-        else if constexpr (std::is_same_v<X, DType>) mix(static_cast<std::size_t>(x));
-        else mix(std::hash<X>{}(x));
-      }, v);
-    }
-    return h;
-  }
+  MS_IMPL std::size_t hash() const;
   /// "axis=1, keepdim=true" (used in IR dumps and errors).
-  std::string str() const {
-    std::string out;
-    for (auto& [k, v] : items_) {
-      if (!out.empty()) out += ", ";
-      out += k + "=" + value_str(v);
-    }
-    return out;
-  }
-  static std::string value_str(const AttrValue& v) {
-    return std::visit([](auto& x) -> std::string {
-      using X = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<X, IntList>) return fmt::format("[{}]", fmt::join(x, ", "));
-      else if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
-      else if constexpr (std::is_same_v<X, double>) return fmt::format("{}", x);
-      else return fmt::format("{}", x);
-    }, v);
-  }
+  MS_IMPL std::string str() const;
+  static MS_IMPL std::string value_str(const AttrValue& v);
 
  private:
   std::vector<std::pair<std::string, AttrValue>> items_;
 };
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+MS_IMPL std::string Attrs::kind_name(const AttrValue& v) {
+  switch (v.index()) {
+    case 0: return "an int";
+    case 1: return "a float";
+    case 2: return "a bool";
+    case 3: {
+      std::string names;
+      for (int i = 0; i < kNumDTypes; ++i)
+        names += (i ? ", " : "") + std::string(dtype_name(static_cast<DType>(i)));
+      return "a dtype (one of " + names + ")";
+    }
+    case 4: return "a list of ints";
+    default: return "a string";
+  }
+}
+MS_IMPL bool operator==(const Attrs& a, const Attrs& b) { return a.items_ == b.items_; }
+MS_IMPL std::size_t Attrs::hash() const {
+  std::size_t h = 1469598103934665603ull;
+  auto mix = [&](std::size_t x) { h = (h ^ x) * 1099511628211ull; };
+  for (auto& [k, v] : items_) {
+    mix(std::hash<std::string>{}(k));
+    mix(v.index());
+    std::visit([&](auto& x) {
+      using X = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<X, IntList>) for (auto e : x) mix(std::hash<std::int64_t>{}(e));
+      else if constexpr (std::is_same_v<X, DType>) mix(static_cast<std::size_t>(x));
+      else mix(std::hash<X>{}(x));
+    }, v);
+  }
+  return h;
+}
+MS_IMPL std::string Attrs::str() const {
+  std::string out;
+  for (auto& [k, v] : items_) {
+    if (!out.empty()) out += ", ";
+    out += k + "=" + value_str(v);
+  }
+  return out;
+}
+MS_IMPL std::string Attrs::value_str(const AttrValue& v) {
+  return std::visit([](auto& x) -> std::string {
+    using X = std::decay_t<decltype(x)>;
+    if constexpr (std::is_same_v<X, IntList>) return fmt::format("[{}]", fmt::join(x, ", "));
+    else if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
+    else if constexpr (std::is_same_v<X, double>) return fmt::format("{}", x);
+    else return fmt::format("{}", x);
+  }, v);
+}
+#endif
 
 /// One field of an op's typed attribute struct (ops/attr_struct.hpp), as `ms-op info OP` prints it.
 struct AttrFieldInfo {
