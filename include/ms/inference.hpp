@@ -11,6 +11,7 @@
 
 #include <chrono>
 
+#include "core/linkage.hpp"
 #include "backend/backend.hpp"
 #include "compile.hpp"
 #include "graph/freeze.hpp"
@@ -38,26 +39,12 @@ class InferenceModel {
   /// Loads and compiles a frozen model file. Throws IOError for a bad file, BackendError for
   /// a backend that this program does not have, and the backend's error when its device
   /// cannot be opened.
-  static InferenceModel load(const std::filesystem::path& path, const InferenceOptions& opt = {}) {
-    auto t0 = std::chrono::steady_clock::now();
-    InferenceModel m;
-    graph::Graph g = load_frozen(path, &m.metadata_);
-    m.finish(std::move(g), opt);
-    m.load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return m;
-  }
+  static InferenceModel load(const std::filesystem::path& path, const InferenceOptions& opt = {});
   /// Compiles an already loaded (or freshly captured) graph.
-  static InferenceModel from_graph(graph::Graph g, const InferenceOptions& opt = {}) {
-    InferenceModel m;
-    m.finish(std::move(g), opt);
-    return m;
-  }
+  static InferenceModel from_graph(graph::Graph g, const InferenceOptions& opt = {});
 
   /// Runs the model; inputs in the order of input_metas(), on the host; outputs on the host.
-  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs) {
-    NoGradGuard no_grad;
-    return exe_->run(inputs);
-  }
+  std::vector<AnyTensor> run(std::span<const AnyTensor> inputs);
   std::vector<AnyTensor> run(std::initializer_list<AnyTensor> inputs) {
     return run(std::span<const AnyTensor>(inputs.begin(), inputs.size()));
   }
@@ -72,17 +59,9 @@ class InferenceModel {
   /// The compiled graph, whatever the backend.
   const backend::CompiledGraph& compiled() const { return *exe_; }
   /// The CPU executable; BackendError when the model was compiled for a device.
-  const backend::Executable& executable() const {
-    const auto* e = dynamic_cast<const backend::Executable*>(exe_.get());
-    MS_CHECK(e != nullptr, BackendError, "inference: the model runs on {}; use device_executable()", device_);
-    return *e;
-  }
+  const backend::Executable& executable() const;
   /// The device executable (placements, streams, dump()); BackendError for a CPU model.
-  const backend::DeviceExecutable& device_executable() const {
-    const auto* e = dynamic_cast<const backend::DeviceExecutable*>(exe_.get());
-    MS_CHECK(e != nullptr, BackendError, "inference: the model runs on the cpu; use executable()");
-    return *e;
-  }
+  const backend::DeviceExecutable& device_executable() const;
   /// The compiled graph as text: the CPU executable's graph, or the device dump with engines.
   std::string compiled_str() const { return exe_->dump(); }
   /// The backend option as given ("cpu", "ascend", "ascend:1").
@@ -91,31 +70,10 @@ class InferenceModel {
   double load_seconds() const { return load_seconds_; }
 
  private:
-  void finish(graph::Graph g, const InferenceOptions& opt) {
-    device_ = parse_backend(opt.backend);
-    backend_ = opt.backend;
-    for (graph::ValueId v : g.inputs()) {
-      inputs_.push_back(g.value(v).meta);
-      input_names_.push_back(g.value(v).name);
-    }
-    for (graph::ValueId v : g.outputs()) outputs_.push_back(g.value(v).meta);
-    exe_ = backend::compile(std::move(g), backend::backend_for(device_), opt.compile);
-  }
+  void finish(graph::Graph g, const InferenceOptions& opt);
 
   /// The device named by a backend option; BackendError naming the available ones otherwise.
-  static Device parse_backend(const std::string& name) {
-    auto names = inference_backends();
-    const std::string type = name.substr(0, name.find(':'));
-    const bool known = std::find(names.begin(), names.end(), type) != names.end();
-    if (known && (type != "cpu" || name == "cpu")) {
-      try {
-        return Device::parse(name);
-      } catch (const ValueError&) {  // a bad index: reported below with the list
-      }
-    }
-    MS_THROW(BackendError, "inference: backend '{}' is not available in this build (available: {})", name,
-             fmt::join(names, ", "));
-  }
+  static Device parse_backend(const std::string& name);
 
   std::unique_ptr<backend::CompiledGraph> exe_;
   Device device_;
@@ -127,3 +85,64 @@ class InferenceModel {
 };
 
 }  // namespace ms
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms {
+MS_IMPL InferenceModel InferenceModel::load(const std::filesystem::path& path, const InferenceOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  InferenceModel m;
+  graph::Graph g = load_frozen(path, &m.metadata_);
+  m.finish(std::move(g), opt);
+  m.load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+MS_IMPL InferenceModel InferenceModel::from_graph(graph::Graph g, const InferenceOptions& opt) {
+  InferenceModel m;
+  m.finish(std::move(g), opt);
+  return m;
+}
+
+MS_IMPL std::vector<AnyTensor> InferenceModel::run(std::span<const AnyTensor> inputs) {
+  NoGradGuard no_grad;
+  return exe_->run(inputs);
+}
+
+MS_IMPL const backend::Executable& InferenceModel::executable() const {
+  const auto* e = dynamic_cast<const backend::Executable*>(exe_.get());
+  MS_CHECK(e != nullptr, BackendError, "inference: the model runs on {}; use device_executable()", device_);
+  return *e;
+}
+
+MS_IMPL const backend::DeviceExecutable& InferenceModel::device_executable() const {
+  const auto* e = dynamic_cast<const backend::DeviceExecutable*>(exe_.get());
+  MS_CHECK(e != nullptr, BackendError, "inference: the model runs on the cpu; use executable()");
+  return *e;
+}
+
+MS_IMPL void InferenceModel::finish(graph::Graph g, const InferenceOptions& opt) {
+  device_ = parse_backend(opt.backend);
+  backend_ = opt.backend;
+  for (graph::ValueId v : g.inputs()) {
+    inputs_.push_back(g.value(v).meta);
+    input_names_.push_back(g.value(v).name);
+  }
+  for (graph::ValueId v : g.outputs()) outputs_.push_back(g.value(v).meta);
+  exe_ = backend::compile(std::move(g), backend::backend_for(device_), opt.compile);
+}
+
+MS_IMPL Device InferenceModel::parse_backend(const std::string& name) {
+  auto names = inference_backends();
+  const std::string type = name.substr(0, name.find(':'));
+  const bool known = std::find(names.begin(), names.end(), type) != names.end();
+  if (known && (type != "cpu" || name == "cpu")) {
+    try {
+      return Device::parse(name);
+    } catch (const ValueError&) {  // a bad index: reported below with the list
+    }
+  }
+  MS_THROW(BackendError, "inference: backend '{}' is not available in this build (available: {})", name,
+           fmt::join(names, ", "));
+}
+}  // namespace ms
+#endif

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "../core/linkage.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/views.hpp"
 #include "../ops/reduce.hpp"

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "../core/linkage.hpp"
 #include "../ops/dispatch.hpp"
 #include "../ops/views.hpp"
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../core/error.hpp"
 #include "../graph/graph.hpp"
 

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../ops/views.hpp"
 #include "graph.hpp"
 
@@ -35,94 +36,27 @@ class Capture final : public ops::Tracer {
   Capture& operator=(const Capture&) = delete;
 
   /// Declares a graph input (a placeholder fed on every run); returns its value id.
-  ValueId input(const AnyTensor& t, std::string name = {}) {
-    ValueId v = graph_.add_input({t.dtype(), t.shape()}, std::move(name));
-    bind(t, v);
-    return v;
-  }
+  ValueId input(const AnyTensor& t, std::string name = {});
   /// Declares a parameter: mutable state read from `t`'s storage on every run.
-  ValueId param(const AnyTensor& t, std::string name = {}) {
-    ValueId v = graph_.add_param(t, std::move(name));
-    bind(t, v);
-    return v;
-  }
+  ValueId param(const AnyTensor& t, std::string name = {});
   /// Declares a graph output.
   void output(const AnyTensor& t) { graph_.mark_output(value_of(t)); }
 
   /// Uninstalls the capture (idempotent).
-  void stop() {
-    if (active_) {
-      ops::detail::tracer = nullptr;
-      ms::detail::host_read_hook = prev_hook_;
-      active_ = false;
-    }
-  }
+  void stop();
   /// Ends the capture and returns the graph (verified).
-  Graph finish() {
-    stop();
-    verify(graph_);
-    seen_.clear();
-    return std::move(graph_);
-  }
+  Graph finish();
   const Graph& graph() const { return graph_; }
 
   void record(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
-              std::span<const AnyTensor> out) override {
-    std::vector<ValueId> ins;
-    ins.reserve(in.size());
-    for (auto& t : in) ins.push_back(value_of(t));
-    // A tensor from outside that the program writes into (optimizer state) is mutable
-    // state, not a constant: bind it as a parameter so replays read and update it.
-    for (std::size_t k = 0; k < in.size(); ++k)
-      if (op.writes_input(attrs, in.size(), k) && graph_.value(ins[k]).kind == ValueKind::constant)
-        graph_.promote_to_param(ins[k], seen_.at(in[k].impl()).first);
-    SmallVec<ops::TensorMeta, 2> metas;
-    for (auto& t : out) metas.push_back({t.dtype(), t.shape()});
-    auto outs = graph_.add_node_with_metas(op, std::move(ins), attrs, std::span<const ops::TensorMeta>(metas.data(), metas.size()));
-    for (std::size_t i = 0; i < out.size(); ++i) bind(out[i], outs[i]);
-    // A view op that writes into its first input (copy_) returns it: later reads of the
-    // destination see the new value.
-    if (op.is_view() && op.writes_input(attrs, in.size(), 0)) bind(in[0], outs[0]);
-  }
+              std::span<const AnyTensor> out) override;
 
   /// The value a tensor stands for; unknown tensors become params (requires_grad) or constants.
-  ValueId value_of(const AnyTensor& t) {
-    auto it = seen_.find(t.impl());
-    if (it != seen_.end()) return it->second.second;
-    // A new handle on a traced value's data (detach(), a typed copy of the handle) is that value.
-    for (auto& [impl, entry] : seen_) {
-      const AnyTensor& k = entry.first;
-      if (k.storage() == t.storage() && k.shape() == t.shape() && k.strides() == t.strides() &&
-          k.offset() == t.offset() && k.dtype() == t.dtype()) {
-        ValueId v = entry.second;
-        bind(t, v);
-        return v;
-      }
-    }
-    ValueId v;
-    if (t.impl()->autograd && t.impl()->autograd->requires_grad) {
-      v = graph_.add_param(t);
-    } else {
-      // Snapshot without dispatch (nothing recorded, no host-read check).
-      v = graph_.add_constant(t.is_contiguous() ? clone_raw(t) : ops::detail::contiguous_raw(t));
-    }
-    bind(t, v);
-    return v;
-  }
+  ValueId value_of(const AnyTensor& t);
 
  private:
-  static AnyTensor clone_raw(const AnyTensor& t) {
-    AnyTensor c = AnyTensor::empty(t.shape(), t.dtype());
-    std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());
-    return c;
-  }
-  static void reject_host_read(const char* what) {
-    MS_THROW(GraphError,
-             "{}: reading a tensor's values on the host during graph capture is not allowed; a traced graph "
-             "cannot replay control flow that depends on data (compute it with tensor ops such as where(), "
-             "or end the capture first)",
-             what);
-  }
+  static AnyTensor clone_raw(const AnyTensor& t);
+  static void reject_host_read(const char* what);
   void bind(const AnyTensor& t, ValueId v) { seen_[t.impl()] = {t, v}; }
 
   Graph graph_;
@@ -191,3 +125,91 @@ Graph trace(F&& fn, const Args&... args) {
 }
 
 }  // namespace ms::graph
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::graph {
+MS_IMPL ValueId Capture::input(const AnyTensor& t, std::string name) {
+  ValueId v = graph_.add_input({t.dtype(), t.shape()}, std::move(name));
+  bind(t, v);
+  return v;
+}
+
+MS_IMPL ValueId Capture::param(const AnyTensor& t, std::string name) {
+  ValueId v = graph_.add_param(t, std::move(name));
+  bind(t, v);
+  return v;
+}
+
+MS_IMPL void Capture::stop() {
+  if (active_) {
+    ops::detail::tracer = nullptr;
+    ms::detail::host_read_hook = prev_hook_;
+    active_ = false;
+  }
+}
+
+MS_IMPL Graph Capture::finish() {
+  stop();
+  verify(graph_);
+  seen_.clear();
+  return std::move(graph_);
+}
+
+MS_IMPL void Capture::record(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+              std::span<const AnyTensor> out) {
+  std::vector<ValueId> ins;
+  ins.reserve(in.size());
+  for (auto& t : in) ins.push_back(value_of(t));
+  // A tensor from outside that the program writes into (optimizer state) is mutable
+  // state, not a constant: bind it as a parameter so replays read and update it.
+  for (std::size_t k = 0; k < in.size(); ++k)
+    if (op.writes_input(attrs, in.size(), k) && graph_.value(ins[k]).kind == ValueKind::constant)
+      graph_.promote_to_param(ins[k], seen_.at(in[k].impl()).first);
+  SmallVec<ops::TensorMeta, 2> metas;
+  for (auto& t : out) metas.push_back({t.dtype(), t.shape()});
+  auto outs = graph_.add_node_with_metas(op, std::move(ins), attrs, std::span<const ops::TensorMeta>(metas.data(), metas.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) bind(out[i], outs[i]);
+  // A view op that writes into its first input (copy_) returns it: later reads of the
+  // destination see the new value.
+  if (op.is_view() && op.writes_input(attrs, in.size(), 0)) bind(in[0], outs[0]);
+}
+
+MS_IMPL ValueId Capture::value_of(const AnyTensor& t) {
+  auto it = seen_.find(t.impl());
+  if (it != seen_.end()) return it->second.second;
+  // A new handle on a traced value's data (detach(), a typed copy of the handle) is that value.
+  for (auto& [impl, entry] : seen_) {
+    const AnyTensor& k = entry.first;
+    if (k.storage() == t.storage() && k.shape() == t.shape() && k.strides() == t.strides() &&
+        k.offset() == t.offset() && k.dtype() == t.dtype()) {
+      ValueId v = entry.second;
+      bind(t, v);
+      return v;
+    }
+  }
+  ValueId v;
+  if (t.impl()->autograd && t.impl()->autograd->requires_grad) {
+    v = graph_.add_param(t);
+  } else {
+    // Snapshot without dispatch (nothing recorded, no host-read check).
+    v = graph_.add_constant(t.is_contiguous() ? clone_raw(t) : ops::detail::contiguous_raw(t));
+  }
+  bind(t, v);
+  return v;
+}
+
+MS_IMPL AnyTensor Capture::clone_raw(const AnyTensor& t) {
+  AnyTensor c = AnyTensor::empty(t.shape(), t.dtype());
+  std::memcpy(c.raw_data(), t.raw_data(), t.nbytes());
+  return c;
+}
+
+MS_IMPL void Capture::reject_host_read(const char* what) {
+  MS_THROW(GraphError,
+           "{}: reading a tensor's values on the host during graph capture is not allowed; a traced graph "
+           "cannot replay control flow that depends on data (compute it with tensor ops such as where(), "
+           "or end the capture first)",
+           what);
+}
+}  // namespace ms::graph
+#endif

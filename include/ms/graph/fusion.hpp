@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/elementwise.hpp"
 #include "../ops/linalg.hpp"

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../ops/dispatch.hpp"
 #include "fused_program.hpp"
 
@@ -62,40 +63,12 @@ class Graph {
     inputs_.push_back(v);
     return v;
   }
-  ValueId add_param(const AnyTensor& t, std::string name = {}) {
-    ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::param,
-                          name.empty() ? fmt::format("param{}", params_.size()) : name);
-    values_[v].data = t;
-    params_.push_back(v);
-    return v;
-  }
+  ValueId add_param(const AnyTensor& t, std::string name = {});
   /// Turns a constant into a parameter bound to `t` (a tensor the program writes into).
-  void promote_to_param(ValueId v, const AnyTensor& t) {
-    check_id(v);
-    Value& val = values_[v];
-    MS_CHECK(val.kind == ValueKind::constant, GraphError, "graph: value %{} is not a constant", v);
-    val.kind = ValueKind::param;
-    val.data = t;
-    val.name = fmt::format("param{}", params_.size());
-    params_.push_back(v);
-  }
-  ValueId add_constant(const AnyTensor& t, std::string name = {}) {
-    ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::constant,
-                          name.empty() ? fmt::format("const{}", num_constants_++) : name);
-    values_[v].data = t;
-    return v;
-  }
+  void promote_to_param(ValueId v, const AnyTensor& t);
+  ValueId add_constant(const AnyTensor& t, std::string name = {});
   /// The output metas of `op` on these input values (the op's own inference).
-  ops::MetaList infer_outputs(const ops::OpDef& op, const std::vector<ValueId>& inputs, const ops::Attrs& attrs) const {
-    SmallVec<ops::TensorMeta, 4> in;
-    for (ValueId v : inputs) {
-      check_id(v);
-      in.push_back(values_[v].meta);
-    }
-    ops::MetaList out;
-    op.infer(op, std::span<const ops::TensorMeta>(in.data(), in.size()), attrs, out);
-    return out;
-  }
+  ops::MetaList infer_outputs(const ops::OpDef& op, const std::vector<ValueId>& inputs, const ops::Attrs& attrs) const;
   /// Appends a node; infers its outputs' metas with the op's inference. Returns the output ids.
   std::vector<ValueId> add_node(const ops::OpDef& op, std::vector<ValueId> inputs, ops::Attrs attrs = {}) {
     const ops::MetaList out = infer_outputs(op, inputs, attrs);
@@ -103,24 +76,7 @@ class Graph {
   }
   /// Appends a node whose output metas are already known (capture, fusion).
   std::vector<ValueId> add_node_with_metas(const ops::OpDef& op, std::vector<ValueId> inputs, ops::Attrs attrs,
-                                           std::span<const ops::TensorMeta> out_metas) {
-    Node n;
-    n.op = &op;
-    n.attrs = std::move(attrs);
-    n.inputs = std::move(inputs);
-    n.name = fmt::format("{}_{}", op.name, name_counter_[op.name]++);
-    auto idx = static_cast<std::int32_t>(nodes_.size());
-    for (std::size_t i = 0; i < out_metas.size(); ++i) {
-      ValueId v = new_value(out_metas[i], ValueKind::node, {});
-      values_[v].producer = idx;
-      values_[v].output_index = static_cast<std::int32_t>(i);
-      values_[v].name = out_metas.size() == 1 ? n.name : fmt::format("{}:{}", n.name, i);
-      n.outputs.push_back(v);
-    }
-    for (ValueId v : n.inputs) values_[v].uses++;
-    nodes_.push_back(std::move(n));
-    return nodes_.back().outputs;
-  }
+                                           std::span<const ops::TensorMeta> out_metas);
   void mark_output(ValueId v) {
     check_id(v);
     outputs_.push_back(v);
@@ -149,50 +105,16 @@ class Graph {
   }
 
   /// Replaces every use of `from` (node inputs and graph outputs) by `to`.
-  void replace_uses(ValueId from, ValueId to) {
-    for (auto& n : nodes_) {
-      if (n.dead) continue;
-      for (auto& v : n.inputs)
-        if (v == from) { v = to; values_[from].uses--; values_[to].uses++; }
-    }
-    for (auto& v : outputs_)
-      if (v == from) { v = to; values_[from].uses--; values_[to].uses++; }
-  }
+  void replace_uses(ValueId from, ValueId to);
   /// Marks a node dead and releases its input uses.
-  void kill(std::size_t node) {
-    Node& n = nodes_[node];
-    if (n.dead) return;
-    n.dead = true;
-    for (ValueId v : n.inputs) values_[v].uses--;
-  }
+  void kill(std::size_t node);
   /// Drops dead nodes and renumbers producers (value ids stay stable).
-  void compact() {
-    std::vector<Node> kept;
-    for (auto& n : nodes_)
-      if (!n.dead) kept.push_back(std::move(n));
-    nodes_ = std::move(kept);
-    for (std::size_t i = 0; i < nodes_.size(); ++i)
-      for (std::size_t k = 0; k < nodes_[i].outputs.size(); ++k) values_[nodes_[i].outputs[k]].producer = static_cast<std::int32_t>(i);
-  }
+  void compact();
   /// Recomputes use counts from scratch.
-  void recount_uses() {
-    for (auto& v : values_) v.uses = 0;
-    for (auto& n : nodes_)
-      if (!n.dead)
-        for (ValueId v : n.inputs) values_[v].uses++;
-    for (ValueId v : outputs_) values_[v].uses++;
-  }
+  void recount_uses();
   /// Inserts a node before position `pos` (used by passes that rewrite in place).
   std::vector<ValueId> insert_node_before(std::size_t pos, const ops::OpDef& op, std::vector<ValueId> inputs,
-                                          ops::Attrs attrs, std::span<const ops::TensorMeta> metas) {
-    auto outs = add_node_with_metas(op, std::move(inputs), std::move(attrs), metas);
-    Node n = std::move(nodes_.back());
-    nodes_.pop_back();
-    nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), std::move(n));
-    for (std::size_t i = pos; i < nodes_.size(); ++i)
-      for (ValueId v : nodes_[i].outputs) values_[v].producer = static_cast<std::int32_t>(i);
-    return outs;
-  }
+                                          ops::Attrs attrs, std::span<const ops::TensorMeta> metas);
 
   /// Readable text form: one line per value source and node.
   std::string str() const;
@@ -200,14 +122,7 @@ class Graph {
   std::string dot() const;
 
  private:
-  ValueId new_value(const ops::TensorMeta& meta, ValueKind kind, std::string name) {
-    Value v;
-    v.meta = meta;
-    v.kind = kind;
-    v.name = std::move(name);
-    values_.push_back(std::move(v));
-    return static_cast<ValueId>(values_.size() - 1);
-  }
+  ValueId new_value(const ops::TensorMeta& meta, ValueKind kind, std::string name);
   void check_id(ValueId v) const {
     MS_CHECK(v >= 0 && static_cast<std::size_t>(v) < values_.size(), GraphError, "graph: value id %{} does not exist", v);
   }
@@ -325,3 +240,117 @@ inline void verify(const Graph& g) {
 }
 
 }  // namespace ms::graph
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::graph {
+MS_IMPL ValueId Graph::add_param(const AnyTensor& t, std::string name) {
+  ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::param,
+                        name.empty() ? fmt::format("param{}", params_.size()) : name);
+  values_[v].data = t;
+  params_.push_back(v);
+  return v;
+}
+
+MS_IMPL void Graph::promote_to_param(ValueId v, const AnyTensor& t) {
+  check_id(v);
+  Value& val = values_[v];
+  MS_CHECK(val.kind == ValueKind::constant, GraphError, "graph: value %{} is not a constant", v);
+  val.kind = ValueKind::param;
+  val.data = t;
+  val.name = fmt::format("param{}", params_.size());
+  params_.push_back(v);
+}
+
+MS_IMPL ValueId Graph::add_constant(const AnyTensor& t, std::string name) {
+  ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::constant,
+                        name.empty() ? fmt::format("const{}", num_constants_++) : name);
+  values_[v].data = t;
+  return v;
+}
+
+MS_IMPL ops::MetaList Graph::infer_outputs(const ops::OpDef& op, const std::vector<ValueId>& inputs, const ops::Attrs& attrs) const {
+  SmallVec<ops::TensorMeta, 4> in;
+  for (ValueId v : inputs) {
+    check_id(v);
+    in.push_back(values_[v].meta);
+  }
+  ops::MetaList out;
+  op.infer(op, std::span<const ops::TensorMeta>(in.data(), in.size()), attrs, out);
+  return out;
+}
+
+MS_IMPL std::vector<ValueId> Graph::add_node_with_metas(const ops::OpDef& op, std::vector<ValueId> inputs, ops::Attrs attrs,
+                                           std::span<const ops::TensorMeta> out_metas) {
+  Node n;
+  n.op = &op;
+  n.attrs = std::move(attrs);
+  n.inputs = std::move(inputs);
+  n.name = fmt::format("{}_{}", op.name, name_counter_[op.name]++);
+  auto idx = static_cast<std::int32_t>(nodes_.size());
+  for (std::size_t i = 0; i < out_metas.size(); ++i) {
+    ValueId v = new_value(out_metas[i], ValueKind::node, {});
+    values_[v].producer = idx;
+    values_[v].output_index = static_cast<std::int32_t>(i);
+    values_[v].name = out_metas.size() == 1 ? n.name : fmt::format("{}:{}", n.name, i);
+    n.outputs.push_back(v);
+  }
+  for (ValueId v : n.inputs) values_[v].uses++;
+  nodes_.push_back(std::move(n));
+  return nodes_.back().outputs;
+}
+
+MS_IMPL void Graph::replace_uses(ValueId from, ValueId to) {
+  for (auto& n : nodes_) {
+    if (n.dead) continue;
+    for (auto& v : n.inputs)
+      if (v == from) { v = to; values_[from].uses--; values_[to].uses++; }
+  }
+  for (auto& v : outputs_)
+    if (v == from) { v = to; values_[from].uses--; values_[to].uses++; }
+}
+
+MS_IMPL void Graph::kill(std::size_t node) {
+  Node& n = nodes_[node];
+  if (n.dead) return;
+  n.dead = true;
+  for (ValueId v : n.inputs) values_[v].uses--;
+}
+
+MS_IMPL void Graph::compact() {
+  std::vector<Node> kept;
+  for (auto& n : nodes_)
+    if (!n.dead) kept.push_back(std::move(n));
+  nodes_ = std::move(kept);
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    for (std::size_t k = 0; k < nodes_[i].outputs.size(); ++k) values_[nodes_[i].outputs[k]].producer = static_cast<std::int32_t>(i);
+}
+
+MS_IMPL void Graph::recount_uses() {
+  for (auto& v : values_) v.uses = 0;
+  for (auto& n : nodes_)
+    if (!n.dead)
+      for (ValueId v : n.inputs) values_[v].uses++;
+  for (ValueId v : outputs_) values_[v].uses++;
+}
+
+MS_IMPL std::vector<ValueId> Graph::insert_node_before(std::size_t pos, const ops::OpDef& op, std::vector<ValueId> inputs,
+                                          ops::Attrs attrs, std::span<const ops::TensorMeta> metas) {
+  auto outs = add_node_with_metas(op, std::move(inputs), std::move(attrs), metas);
+  Node n = std::move(nodes_.back());
+  nodes_.pop_back();
+  nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), std::move(n));
+  for (std::size_t i = pos; i < nodes_.size(); ++i)
+    for (ValueId v : nodes_[i].outputs) values_[v].producer = static_cast<std::int32_t>(i);
+  return outs;
+}
+
+MS_IMPL ValueId Graph::new_value(const ops::TensorMeta& meta, ValueKind kind, std::string name) {
+  Value v;
+  v.meta = meta;
+  v.kind = kind;
+  v.name = std::move(name);
+  values_.push_back(std::move(v));
+  return static_cast<ValueId>(values_.size() - 1);
+}
+}  // namespace ms::graph
+#endif

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 
+#include "../core/linkage.hpp"
 #include "../core/atomic_file.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/views.hpp"

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "../core/linkage.hpp"
 #include "../ops/unary.hpp"
 #include "../ops/linalg.hpp"
 #include "../ops/nn.hpp"
@@ -64,17 +65,9 @@ class Linear : public Module {
     register_parameter("weight", weight);
     register_parameter("bias", this->bias);
   }
-  Tensor<float> forward(const AnyTensor& x) override {
-    Tensor<float> xf = detail::float_input("Linear", x);
-    MS_CHECK(xf.dim() >= 1 && xf.shape(-1) == in_features, ShapeError,
-             "Linear: expected an input of shape (..., {}), got {}", in_features, shape_str(xf.shape()));
-    return ms::linear(xf, weight, bias);
-  }
+  Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "Linear"; }
-  std::string extra_repr() const override {
-    return fmt::format("in_features={}, out_features={}, bias={}", in_features, out_features,
-                       detail::bool_str(bias.defined()));
-  }
+  std::string extra_repr() const override;
 
   std::int64_t in_features, out_features;
   Tensor<float> weight;
@@ -170,27 +163,15 @@ class Sequential : public Module {
     (push_back(std::move(modules)), ...);
   }
   /// Appends a module (named by its position).
-  Sequential& push_back(std::shared_ptr<Module> m) {
-    MS_CHECK(m != nullptr, ValueError, "Sequential: cannot add a null module");
-    layers_.push_back(register_module(std::to_string(layers_.size()), std::move(m)));
-    return *this;
-  }
+  Sequential& push_back(std::shared_ptr<Module> m);
   std::size_t size() const { return layers_.size(); }
   bool empty() const { return layers_.empty(); }
   /// The i-th module (IndexError when out of range).
-  const std::shared_ptr<Module>& operator[](std::size_t i) const {
-    MS_CHECK(i < layers_.size(), IndexError, "Sequential: index {} is out of range for {} modules", i, layers_.size());
-    return layers_[i];
-  }
+  const std::shared_ptr<Module>& operator[](std::size_t i) const;
   auto begin() const { return layers_.begin(); }
   auto end() const { return layers_.end(); }
 
-  Tensor<float> forward(const AnyTensor& x) override {
-    MS_CHECK(!layers_.empty(), ValueError, "Sequential: forward on an empty Sequential");
-    AnyTensor h = x;
-    for (auto& m : layers_) h = m->forward(h);
-    return Tensor<float>(h);
-  }
+  Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "Sequential"; }
 
  private:
@@ -226,22 +207,9 @@ class Conv2d : public Module {
     register_parameter("weight", weight);
     register_parameter("bias", this->bias);
   }
-  Tensor<float> forward(const AnyTensor& x) override {
-    Tensor<float> xf = detail::float_input("Conv2d", x);
-    MS_CHECK(xf.dim() == 4 && xf.shape(1) == in_channels, ShapeError,
-             "Conv2d: expected an input of shape (N, {}, H, W), got {}", in_channels, shape_str(xf.shape()));
-    return ms::conv2d(xf, weight, bias, stride, padding, dilation, groups);
-  }
+  Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "Conv2d"; }
-  std::string extra_repr() const override {
-    std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
-                                detail::int2_str(kernel_size), detail::int2_str(stride));
-    if (padding.h || padding.w) s += fmt::format(", padding={}", detail::int2_str(padding));
-    if (dilation.h != 1 || dilation.w != 1) s += fmt::format(", dilation={}", detail::int2_str(dilation));
-    if (groups != 1) s += fmt::format(", groups={}", groups);
-    if (!bias.defined()) s += ", bias=False";
-    return s;
-  }
+  std::string extra_repr() const override;
 
   std::int64_t in_channels, out_channels;
   Int2 kernel_size, stride, padding, dilation;
@@ -276,28 +244,9 @@ class BatchNorm2d : public Module {
     register_buffer("running_var", running_var);
     register_buffer("num_batches_tracked", num_batches_tracked);
   }
-  Tensor<float> forward(const AnyTensor& x) override {
-    Tensor<float> xf = detail::float_input("BatchNorm2d", x);
-    MS_CHECK(xf.dim() == 4 && xf.shape(1) == num_features, ShapeError,
-             "BatchNorm2d: expected an input of shape (N, {}, H, W), got {}", num_features, shape_str(xf.shape()));
-    const bool use_batch_stats = is_training() || !track_running_stats;
-    if (track_running_stats) {
-      // Graph state in both modes: training writes them, and a captured eval step must read
-      // the current values on each replay, not a snapshot from capture time.
-      detail::mark_graph_state(running_mean);
-      detail::mark_graph_state(running_var);
-    }
-    if (is_training() && track_running_stats) {
-      NoGradGuard no_grad;
-      num_batches_tracked.add_(1.0);
-    }
-    return ms::batch_norm(xf, weight, bias, running_mean, running_var, use_batch_stats, momentum, eps);
-  }
+  Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "BatchNorm2d"; }
-  std::string extra_repr() const override {
-    return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features, eps, momentum,
-                       detail::bool_str(affine), detail::bool_str(track_running_stats));
-  }
+  std::string extra_repr() const override;
 
   std::int64_t num_features;
   double eps, momentum;
@@ -331,10 +280,7 @@ class LayerNorm : public Module {
     return ms::layer_norm(detail::float_input("LayerNorm", x), normalized_shape, weight, bias, eps);
   }
   std::string type_name() const override { return "LayerNorm"; }
-  std::string extra_repr() const override {
-    return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(Shape(normalized_shape)), eps,
-                       detail::bool_str(weight.defined()));
-  }
+  std::string extra_repr() const override;
 
   std::vector<std::int64_t> normalized_shape;
   double eps;
@@ -368,11 +314,7 @@ class Embedding : public Module {
     init::normal_(weight);
     register_parameter("weight", weight);
   }
-  Tensor<float> forward(const AnyTensor& x) override {
-    MS_CHECK(x.defined() && (x.dtype() == DType::i64 || x.dtype() == DType::i32), DTypeError,
-             "Embedding: expected int64 or int32 indices, got {}", x.defined() ? x.dtype() : DType::f32);
-    return Tensor<float>(ops::embedding(weight, x));
-  }
+  Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override { return fmt::format("{}, {}", num_embeddings, embedding_dim); }
 
@@ -391,13 +333,7 @@ class MaxPool2d : public Module {
     return ms::max_pool2d(detail::float_input("MaxPool2d", x), kernel_size, stride, padding, dilation, ceil_mode);
   }
   std::string type_name() const override { return "MaxPool2d"; }
-  std::string extra_repr() const override {  // the options only when they differ from their defaults
-    std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
-                                detail::int2_str(stride), detail::int2_str(padding));
-    if (dilation.h != 1 || dilation.w != 1) r += ", dilation=" + detail::int2_str(dilation);
-    if (ceil_mode) r += ", ceil_mode=True";
-    return r;
-  }
+  std::string extra_repr() const override;
   Int2 kernel_size, stride, padding, dilation;
   bool ceil_mode;
 };
@@ -410,18 +346,9 @@ class AvgPool2d : public Module {
                      std::optional<std::int64_t> divisor_override = std::nullopt)
       : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding),
         count_include_pad(count_include_pad), ceil_mode(ceil_mode), divisor_override(divisor_override) {}
-  Tensor<float> forward(const AnyTensor& x) override {
-    return ms::avg_pool2d(detail::float_input("AvgPool2d", x), kernel_size, stride, padding, count_include_pad,
-                          ceil_mode, divisor_override);
-  }
+  Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "AvgPool2d"; }
-  std::string extra_repr() const override {  // the options only when they differ from their defaults
-    std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
-                                detail::int2_str(stride), detail::int2_str(padding));
-    if (ceil_mode) r += ", ceil_mode=True";
-    if (divisor_override) r += fmt::format(", divisor_override={}", *divisor_override);
-    return r;
-  }
+  std::string extra_repr() const override;
   Int2 kernel_size, stride, padding;
   bool count_include_pad;
   bool ceil_mode;
@@ -466,3 +393,113 @@ struct MSELoss {
 };
 
 }  // namespace ms::nn
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::nn {
+MS_IMPL Tensor<float> Linear::forward(const AnyTensor& x) {
+  Tensor<float> xf = detail::float_input("Linear", x);
+  MS_CHECK(xf.dim() >= 1 && xf.shape(-1) == in_features, ShapeError,
+           "Linear: expected an input of shape (..., {}), got {}", in_features, shape_str(xf.shape()));
+  return ms::linear(xf, weight, bias);
+}
+
+MS_IMPL std::string Linear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}", in_features, out_features,
+                     detail::bool_str(bias.defined()));
+}
+
+MS_IMPL Sequential& Sequential::push_back(std::shared_ptr<Module> m) {
+  MS_CHECK(m != nullptr, ValueError, "Sequential: cannot add a null module");
+  layers_.push_back(register_module(std::to_string(layers_.size()), std::move(m)));
+  return *this;
+}
+
+MS_IMPL const std::shared_ptr<Module>& Sequential::operator[](std::size_t i) const {
+  MS_CHECK(i < layers_.size(), IndexError, "Sequential: index {} is out of range for {} modules", i, layers_.size());
+  return layers_[i];
+}
+
+MS_IMPL Tensor<float> Sequential::forward(const AnyTensor& x) {
+  MS_CHECK(!layers_.empty(), ValueError, "Sequential: forward on an empty Sequential");
+  AnyTensor h = x;
+  for (auto& m : layers_) h = m->forward(h);
+  return Tensor<float>(h);
+}
+
+MS_IMPL Tensor<float> Conv2d::forward(const AnyTensor& x) {
+  Tensor<float> xf = detail::float_input("Conv2d", x);
+  MS_CHECK(xf.dim() == 4 && xf.shape(1) == in_channels, ShapeError,
+           "Conv2d: expected an input of shape (N, {}, H, W), got {}", in_channels, shape_str(xf.shape()));
+  return ms::conv2d(xf, weight, bias, stride, padding, dilation, groups);
+}
+
+MS_IMPL std::string Conv2d::extra_repr() const {
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
+                              detail::int2_str(kernel_size), detail::int2_str(stride));
+  if (padding.h || padding.w) s += fmt::format(", padding={}", detail::int2_str(padding));
+  if (dilation.h != 1 || dilation.w != 1) s += fmt::format(", dilation={}", detail::int2_str(dilation));
+  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (!bias.defined()) s += ", bias=False";
+  return s;
+}
+
+MS_IMPL Tensor<float> BatchNorm2d::forward(const AnyTensor& x) {
+  Tensor<float> xf = detail::float_input("BatchNorm2d", x);
+  MS_CHECK(xf.dim() == 4 && xf.shape(1) == num_features, ShapeError,
+           "BatchNorm2d: expected an input of shape (N, {}, H, W), got {}", num_features, shape_str(xf.shape()));
+  const bool use_batch_stats = is_training() || !track_running_stats;
+  if (track_running_stats) {
+    // Graph state in both modes: training writes them, and a captured eval step must read
+    // the current values on each replay, not a snapshot from capture time.
+    detail::mark_graph_state(running_mean);
+    detail::mark_graph_state(running_var);
+  }
+  if (is_training() && track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+  }
+  return ms::batch_norm(xf, weight, bias, running_mean, running_var, use_batch_stats, momentum, eps);
+}
+
+MS_IMPL std::string BatchNorm2d::extra_repr() const {
+  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features, eps, momentum,
+                     detail::bool_str(affine), detail::bool_str(track_running_stats));
+}
+
+MS_IMPL std::string LayerNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(Shape(normalized_shape)), eps,
+                     detail::bool_str(weight.defined()));
+}
+
+
+
+MS_IMPL Tensor<float> Embedding::forward(const AnyTensor& x) {
+  MS_CHECK(x.defined() && (x.dtype() == DType::i64 || x.dtype() == DType::i32), DTypeError,
+           "Embedding: expected int64 or int32 indices, got {}", x.defined() ? x.dtype() : DType::f32);
+  return Tensor<float>(ops::embedding(weight, x));
+}
+
+MS_IMPL std::string MaxPool2d::extra_repr() const {  // the options only when they differ from their defaults
+  std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
+                              detail::int2_str(stride), detail::int2_str(padding));
+  if (dilation.h != 1 || dilation.w != 1) r += ", dilation=" + detail::int2_str(dilation);
+  if (ceil_mode) r += ", ceil_mode=True";
+  return r;
+}
+
+MS_IMPL Tensor<float> AvgPool2d::forward(const AnyTensor& x) {
+  return ms::avg_pool2d(detail::float_input("AvgPool2d", x), kernel_size, stride, padding, count_include_pad,
+                        ceil_mode, divisor_override);
+}
+
+MS_IMPL std::string AvgPool2d::extra_repr() const {  // the options only when they differ from their defaults
+  std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
+                              detail::int2_str(stride), detail::int2_str(padding));
+  if (ceil_mode) r += ", ceil_mode=True";
+  if (divisor_override) r += fmt::format(", divisor_override={}", *divisor_override);
+  return r;
+}
+
+
+}  // namespace ms::nn
+#endif

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../core/parallel.hpp"
 #include "../core/random.hpp"
 #include "dispatch.hpp"

@@ -33,6 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../core/linkage.hpp"
 #include "../autograd/tape.hpp"
 #include "../ops/binary.hpp"
 #include "../ops/factory.hpp"
@@ -77,33 +78,10 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   /// One update from each parameter's accumulated .grad (parameters without one are skipped).
-  void step() {
-    std::vector<AnyTensor> grads;
-    grads.reserve(params_.size());
-    for (auto& p : params_) grads.push_back(p.grad_any());
-    step(grads);
-  }
+  void step();
   /// One update from explicit gradients, one per parameter in order (an undefined entry
   /// skips that parameter), e.g. the second result of ms::value_and_grad.
-  void step(const std::vector<AnyTensor>& grads) {
-    MS_CHECK(grads.size() == params_.size(), ValueError, "{}: step got {} gradients for {} parameters", name_,
-             grads.size(), params_.size());
-    for (std::size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) continue;
-      MS_CHECK(grads[i].dtype() == params_[i].dtype(), DTypeError,
-               "{}: the gradient of parameter {} is {}, the parameter is {}", name_, i, grads[i].dtype(),
-               params_[i].dtype());
-      MS_CHECK(grads[i].shape() == params_[i].shape(), ShapeError,
-               "{}: the gradient of parameter {} has shape {}, the parameter has {}", name_, i,
-               shape_str(grads[i].shape()), shape_str(params_[i].shape()));
-    }
-    NoGradGuard no_grad;
-    detail::mark_graph_state(lr_);
-    step_.add_(1.0);
-    begin_step();
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (grads[i].defined()) update(i, params_[i], Tensor<float>(grads[i].detach()));
-  }
+  void step(const std::vector<AnyTensor>& grads);
 
   /// Drops the .grad of every parameter.
   void zero_grad() {
@@ -113,12 +91,7 @@ class Optimizer {
   /// The learning rate last set (host value).
   double lr() const { return lr_value_; }
   /// Sets the learning rate; captured steps see it on their next replay.
-  void set_lr(double lr) {
-    MS_CHECK(lr >= 0 && std::isfinite(lr), ValueError, "{}: invalid learning rate {}", name_, lr);
-    lr_value_ = lr;
-    NoGradGuard no_grad;
-    lr_.fill_(lr);
-  }
+  void set_lr(double lr);
   /// The 0-d float32 tensor the updates read the learning rate from.
   const Tensor<float>& lr_tensor() const { return lr_; }
   /// The number of steps taken (eager and replayed), a 0-d float32 tensor.
@@ -127,39 +100,13 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
   /// The state tensor `name` of parameter i ("momentum_buffer", "exp_avg", ...).
-  const Tensor<float>& state(std::size_t i, const std::string& name) const {
-    auto it = state_.find(key(i, name));
-    MS_CHECK(it != state_.end(), ValueError, "{}: no state '{}' for parameter {}", name_, name, i);
-    return it->second;
-  }
+  const Tensor<float>& state(std::size_t i, const std::string& name) const;
 
   /// lr, step and every state tensor (sharing storage with the optimizer).
-  StateDict state_dict() const {
-    StateDict sd{{"lr", lr_.detach()}, {"step", step_.detach()}};
-    for (auto& [k, t] : state_) sd.emplace(k, t.detach());
-    return sd;
-  }
+  StateDict state_dict() const;
   /// Copies a state_dict() into this optimizer in place; every key must be present with
   /// the same shape and dtype (checked before anything is written).
-  void load_state_dict(const StateDict& sd) {
-    std::vector<std::pair<AnyTensor, AnyTensor>> writes;
-    auto check = [&](const std::string& k, const AnyTensor& dst) {
-      auto it = sd.find(k);
-      MS_CHECK(it != sd.end(), ValueError, "{}: load_state_dict: missing key '{}'", name_, k);
-      MS_CHECK(it->second.defined() && it->second.shape() == dst.shape() && it->second.dtype() == dst.dtype(),
-               ShapeError, "{}: load_state_dict: key '{}' must be {} {}", name_, k, dst.dtype(), shape_str(dst.shape()));
-      writes.emplace_back(dst, it->second);
-    };
-    check("lr", lr_);
-    check("step", step_);
-    for (auto& [k, t] : state_) check(k, t);
-    for (auto& [k, t] : sd)
-      MS_CHECK(k == "lr" || k == "step" || state_.contains(k), ValueError, "{}: load_state_dict: unexpected key '{}'",
-               name_, k);
-    NoGradGuard no_grad;
-    for (auto& [dst, src] : writes) ops::copy_(dst, src.detach());
-    lr_value_ = static_cast<double>(lr_.item());
-  }
+  void load_state_dict(const StateDict& sd);
 
  protected:
   /// Called once per step, after the step count was incremented, before the updates.
@@ -168,11 +115,7 @@ class Optimizer {
   virtual void update(std::size_t i, Tensor<float> p, const Tensor<float>& g) = 0;
 
   /// Creates the zero-initialized state tensor `name` of parameter i (call in constructors).
-  Tensor<float> add_state(std::size_t i, const std::string& name) {
-    Tensor<float> t = ms::zeros<float>(params_[i].shape());
-    state_.emplace(key(i, name), t);
-    return t;
-  }
+  Tensor<float> add_state(std::size_t i, const std::string& name);
 
   std::vector<Tensor<float>> params_;
   Tensor<float> lr_;    ///< 0-d learning rate
@@ -216,24 +159,7 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return opt_; }
 
  protected:
-  void update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) override {
-    Tensor<float> g = grad;
-    if (opt_.weight_decay != 0) g = g + p * opt_.weight_decay;
-    if (opt_.momentum != 0) {
-      Tensor<float>& buf = buf_[i];
-      Tensor<float> nb;
-      if (opt_.dampening == 0) {
-        nb = buf * opt_.momentum + g;  // buf starts at zero: the first step gives g exactly
-      } else {
-        // (1 - dampening), except 1 on the first step (step_ == 1), from the step tensor.
-        Tensor<float> first_done = ms::minimum(step_ - 1.0f, 1.0f);
-        nb = buf * opt_.momentum + g * (1.0f - first_done * opt_.dampening);
-      }
-      buf.copy_(nb);
-      g = opt_.nesterov ? g + nb * opt_.momentum : nb;
-    }
-    p.sub_(g * lr_);
-  }
+  void update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) override;
 
  private:
   SGDOptions opt_;
@@ -279,42 +205,9 @@ class Adam : public Optimizer {
     }
   }
 
-  void begin_step() override {
-    // Bias corrections from the step count tensor: 1 - beta^t.
-    Tensor<float> bc1 = 1.0f - ms::pow(static_cast<float>(opt_.beta1), step_);
-    Tensor<float> bc2 = 1.0f - ms::pow(static_cast<float>(opt_.beta2), step_);
-    step_size_ = lr_ / bc1;
-    bc2_sqrt_ = ms::sqrt(bc2);
-    if (decoupled_ && opt_.weight_decay != 0) decay_ = 1.0f - lr_ * opt_.weight_decay;
-  }
+  void begin_step() override;
 
-  void update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) override {
-    if (!opt_.amsgrad) {
-      // One pass over p, g, m and v (ops::adam_update), bit-identical to the form below.
-      const bool decay = decoupled_ && opt_.weight_decay != 0;
-      auto r = ops::adam_update(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
-                                decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
-      ops::copy_(m_[i], r[1]);
-      ops::copy_(v_[i], r[2]);
-      ops::copy_(p, r[0]);
-      return;
-    }
-    Tensor<float> g = grad;
-    if (opt_.weight_decay != 0) {
-      if (decoupled_) p.copy_(p * decay_);
-      else g = g + p * opt_.weight_decay;
-    }
-    Tensor<float> m = m_[i] * opt_.beta1 + g * (1.0 - opt_.beta1);
-    Tensor<float> v = v_[i] * opt_.beta2 + g * g * (1.0 - opt_.beta2);
-    m_[i].copy_(m);
-    v_[i].copy_(v);
-    if (opt_.amsgrad) {
-      v = ms::maximum(vmax_[i], v);
-      vmax_[i].copy_(v);
-    }
-    Tensor<float> denom = ms::sqrt(v) / bc2_sqrt_ + opt_.eps;
-    p.sub_(m / denom * step_size_);
-  }
+  void update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) override;
 
  private:
   AdamOptions opt_;
@@ -437,3 +330,135 @@ class LambdaLR : public LRScheduler {
 };
 
 }  // namespace ms::optim
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms::optim {
+MS_IMPL void Optimizer::step() {
+  std::vector<AnyTensor> grads;
+  grads.reserve(params_.size());
+  for (auto& p : params_) grads.push_back(p.grad_any());
+  step(grads);
+}
+
+MS_IMPL void Optimizer::step(const std::vector<AnyTensor>& grads) {
+  MS_CHECK(grads.size() == params_.size(), ValueError, "{}: step got {} gradients for {} parameters", name_,
+           grads.size(), params_.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    MS_CHECK(grads[i].dtype() == params_[i].dtype(), DTypeError,
+             "{}: the gradient of parameter {} is {}, the parameter is {}", name_, i, grads[i].dtype(),
+             params_[i].dtype());
+    MS_CHECK(grads[i].shape() == params_[i].shape(), ShapeError,
+             "{}: the gradient of parameter {} has shape {}, the parameter has {}", name_, i,
+             shape_str(grads[i].shape()), shape_str(params_[i].shape()));
+  }
+  NoGradGuard no_grad;
+  detail::mark_graph_state(lr_);
+  step_.add_(1.0);
+  begin_step();
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (grads[i].defined()) update(i, params_[i], Tensor<float>(grads[i].detach()));
+}
+
+MS_IMPL void Optimizer::set_lr(double lr) {
+  MS_CHECK(lr >= 0 && std::isfinite(lr), ValueError, "{}: invalid learning rate {}", name_, lr);
+  lr_value_ = lr;
+  NoGradGuard no_grad;
+  lr_.fill_(lr);
+}
+
+MS_IMPL const Tensor<float>& Optimizer::state(std::size_t i, const std::string& name) const {
+  auto it = state_.find(key(i, name));
+  MS_CHECK(it != state_.end(), ValueError, "{}: no state '{}' for parameter {}", name_, name, i);
+  return it->second;
+}
+
+MS_IMPL StateDict Optimizer::state_dict() const {
+  StateDict sd{{"lr", lr_.detach()}, {"step", step_.detach()}};
+  for (auto& [k, t] : state_) sd.emplace(k, t.detach());
+  return sd;
+}
+
+MS_IMPL void Optimizer::load_state_dict(const StateDict& sd) {
+  std::vector<std::pair<AnyTensor, AnyTensor>> writes;
+  auto check = [&](const std::string& k, const AnyTensor& dst) {
+    auto it = sd.find(k);
+    MS_CHECK(it != sd.end(), ValueError, "{}: load_state_dict: missing key '{}'", name_, k);
+    MS_CHECK(it->second.defined() && it->second.shape() == dst.shape() && it->second.dtype() == dst.dtype(),
+             ShapeError, "{}: load_state_dict: key '{}' must be {} {}", name_, k, dst.dtype(), shape_str(dst.shape()));
+    writes.emplace_back(dst, it->second);
+  };
+  check("lr", lr_);
+  check("step", step_);
+  for (auto& [k, t] : state_) check(k, t);
+  for (auto& [k, t] : sd)
+    MS_CHECK(k == "lr" || k == "step" || state_.contains(k), ValueError, "{}: load_state_dict: unexpected key '{}'",
+             name_, k);
+  NoGradGuard no_grad;
+  for (auto& [dst, src] : writes) ops::copy_(dst, src.detach());
+  lr_value_ = static_cast<double>(lr_.item());
+}
+
+MS_IMPL Tensor<float> Optimizer::add_state(std::size_t i, const std::string& name) {
+  Tensor<float> t = ms::zeros<float>(params_[i].shape());
+  state_.emplace(key(i, name), t);
+  return t;
+}
+
+MS_IMPL void Adam::begin_step() {
+  // Bias corrections from the step count tensor: 1 - beta^t.
+  Tensor<float> bc1 = 1.0f - ms::pow(static_cast<float>(opt_.beta1), step_);
+  Tensor<float> bc2 = 1.0f - ms::pow(static_cast<float>(opt_.beta2), step_);
+  step_size_ = lr_ / bc1;
+  bc2_sqrt_ = ms::sqrt(bc2);
+  if (decoupled_ && opt_.weight_decay != 0) decay_ = 1.0f - lr_ * opt_.weight_decay;
+}
+
+MS_IMPL void Adam::update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) {
+  if (!opt_.amsgrad) {
+    // One pass over p, g, m and v (ops::adam_update), bit-identical to the form below.
+    const bool decay = decoupled_ && opt_.weight_decay != 0;
+    auto r = ops::adam_update(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
+                              decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
+    ops::copy_(m_[i], r[1]);
+    ops::copy_(v_[i], r[2]);
+    ops::copy_(p, r[0]);
+    return;
+  }
+  Tensor<float> g = grad;
+  if (opt_.weight_decay != 0) {
+    if (decoupled_) p.copy_(p * decay_);
+    else g = g + p * opt_.weight_decay;
+  }
+  Tensor<float> m = m_[i] * opt_.beta1 + g * (1.0 - opt_.beta1);
+  Tensor<float> v = v_[i] * opt_.beta2 + g * g * (1.0 - opt_.beta2);
+  m_[i].copy_(m);
+  v_[i].copy_(v);
+  if (opt_.amsgrad) {
+    v = ms::maximum(vmax_[i], v);
+    vmax_[i].copy_(v);
+  }
+  Tensor<float> denom = ms::sqrt(v) / bc2_sqrt_ + opt_.eps;
+  p.sub_(m / denom * step_size_);
+}
+
+MS_IMPL void SGD::update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) {
+  Tensor<float> g = grad;
+  if (opt_.weight_decay != 0) g = g + p * opt_.weight_decay;
+  if (opt_.momentum != 0) {
+    Tensor<float>& buf = buf_[i];
+    Tensor<float> nb;
+    if (opt_.dampening == 0) {
+      nb = buf * opt_.momentum + g;  // buf starts at zero: the first step gives g exactly
+    } else {
+      // (1 - dampening), except 1 on the first step (step_ == 1), from the step tensor.
+      Tensor<float> first_done = ms::minimum(step_ - 1.0f, 1.0f);
+      nb = buf * opt_.momentum + g * (1.0f - first_done * opt_.dampening);
+    }
+    buf.copy_(nb);
+    g = opt_.nesterov ? g + nb * opt_.momentum : nb;
+  }
+  p.sub_(g * lr_);
+}
+}  // namespace ms::optim
+#endif

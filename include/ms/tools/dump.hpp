@@ -228,129 +228,37 @@ class DataDump : public ops::OpObserver {
   static std::unique_ptr<DataDump> from_json(const std::string& json_text) {
     return std::make_unique<DataDump>(parse_config(json_text));
   }
-  static std::unique_ptr<DataDump> from_file(const std::filesystem::path& file) {
-    std::ifstream f(file, std::ios::binary);
-    MS_CHECK(f.good(), IOError, "dump config: cannot read '{}'", file.string());
-    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    return from_json(text);
-  }
+  static std::unique_ptr<DataDump> from_file(const std::filesystem::path& file);
   /// The dump configured by the file named in MS_DUMP_CONFIG; nullptr when it is unset or empty.
-  static std::unique_ptr<DataDump> from_env() {
-    const char* p = std::getenv("MS_DUMP_CONFIG");
-    if (!p || !*p) return nullptr;
-    return from_file(p);
-  }
+  static std::unique_ptr<DataDump> from_env();
 
   const DumpConfig& config() const { return cfg_; }
 
-  void start() {
-    if (running_) return;
-    prev_ = ops::detail::observer;
-    ops::detail::observer = this;
-    running_ = true;
-  }
-  void stop() {
-    if (!running_) return;
-    if (ops::detail::observer == this) ops::detail::observer = prev_;
-    running_ = false;
-  }
+  void start();
+  void stop();
   bool running() const { return running_; }
 
-  void set_iteration(std::int64_t it) {
-    std::lock_guard lk(mu_);
-    iteration_ = it;
-  }
-  void next_iteration() {
-    std::lock_guard lk(mu_);
-    ++iteration_;
-  }
-  std::int64_t iteration() const {
-    std::lock_guard lk(mu_);
-    return iteration_;
-  }
+  void set_iteration(std::int64_t it);
+  void next_iteration();
+  std::int64_t iteration() const;
   /// The directory of the current iteration for graph_dir (0: eager / parameters).
-  std::filesystem::path iteration_dir(int graph_dir = 0) const {
-    std::lock_guard lk(mu_);
-    return dir_for(graph_dir, iteration_);
-  }
+  std::filesystem::path iteration_dir(int graph_dir = 0) const;
 
   /// First op whose float outputs held Inf/NaN (overflow mode), if any.
-  std::optional<OverflowRecord> first_overflow() const {
-    std::lock_guard lk(mu_);
-    if (overflows_.empty()) return std::nullopt;
-    return overflows_.front();
-  }
-  std::vector<OverflowRecord> overflows() const {
-    std::lock_guard lk(mu_);
-    return overflows_;
-  }
+  std::optional<OverflowRecord> first_overflow() const;
+  std::vector<OverflowRecord> overflows() const;
   /// Number of .npy files written.
-  std::int64_t files_written() const {
-    std::lock_guard lk(mu_);
-    return files_;
-  }
+  std::int64_t files_written() const;
 
   /// Dumps a parameter or gradient as Parameter.{name}.0.0.{timestamp}.output.0.npy in the
   /// current iteration's eager directory (graph 0). Returns false when the iteration is not selected.
-  bool dump_tensor(std::string_view name, const AnyTensor& t) {
-    std::lock_guard lk(mu_);
-    if (!cfg_.iteration_selected(iteration_)) return false;
-    write_tensor(dir_for(0, iteration_), "Parameter", detail::dump::sanitize(name), 0, 0, now_us(), "output", 0, t);
-    return true;
-  }
+  bool dump_tensor(std::string_view name, const AnyTensor& t);
 
   std::uint64_t begin(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
-                      const ops::OpCallInfo& info) override {
-    std::uint64_t prev_token = prev_ ? prev_->begin(op, in, attrs, info) : 0;
-    std::lock_guard lk(mu_);
-    Frame f;
-    f.prev_token = prev_token;
-    f.task_id = task_++;
-    f.timestamp = now_us();
-    f.type = std::string(info.label.empty() ? std::string_view(op.name) : info.label);
-    f.name = info.node_name.empty() ? fmt::format("{}_{}", op.name, counters_[op.name]++) : std::string(info.node_name);
-    f.graph_dir = info.graph_id < 0 ? 0 : info.graph_id + 1;
-    f.stream = info.stream;
-    f.selected = cfg_.op_debug_mode == 0 && cfg_.iteration_selected(iteration_) && selected(op, f);
-    // Inputs are dumped before the kernel runs (an in-place op changes them).
-    if (f.selected && cfg_.input_output != 2) {
-      auto dir = dir_for(f.graph_dir, iteration_);
-      for (std::size_t i = 0; i < in.size(); ++i) write_io(dir, f, "input", i, in[i]);
-    }
-    pending_.push_back(std::move(f));
-    return pending_.size() - 1;
-  }
+                      const ops::OpCallInfo& info) override;
 
   void end(std::uint64_t token, const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
-           std::span<const AnyTensor> out, const ops::OpCallInfo& info) override {
-    std::uint64_t prev_token = 0;
-    {
-      std::lock_guard lk(mu_);
-      Frame f;
-      if (token < pending_.size()) {
-        f = std::move(pending_[token]);
-        pending_.resize(token);
-      }
-      prev_token = f.prev_token;
-      if (f.selected && cfg_.input_output != 1) {
-        auto dir = dir_for(f.graph_dir, iteration_);
-        for (std::size_t i = 0; i < out.size(); ++i) write_io(dir, f, "output", i, out[i]);
-      }
-      if (cfg_.op_debug_mode != 0) {
-        bool overflow = false;
-        for (auto& t : out) overflow = overflow || detail::dump::has_inf_or_nan(t);
-        if (overflow) {
-          overflows_.push_back(OverflowRecord{f.name, f.type, iteration_, f.task_id});
-          if (overflows_.size() == 1) {  // dump the first overflowing op (its inputs as they are now)
-            auto dir = dir_for(f.graph_dir, iteration_);
-            for (std::size_t i = 0; i < in.size(); ++i) write_io(dir, f, "input", i, in[i]);
-            for (std::size_t i = 0; i < out.size(); ++i) write_io(dir, f, "output", i, out[i]);
-          }
-        }
-      }
-    }
-    if (prev_) prev_->end(prev_token, op, in, attrs, out, info);
-  }
+           std::span<const AnyTensor> out, const ops::OpCallInfo& info) override;
 
  private:
   struct Frame {
@@ -363,56 +271,20 @@ class DataDump : public ops::OpObserver {
     bool selected = false;
   };
 
-  static std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
+  static std::int64_t now_us();
 
   std::filesystem::path dir_for(int graph_dir, std::int64_t it) const {
     return cfg_.path / "rank_0" / cfg_.net_name / std::to_string(graph_dir) / std::to_string(it);
   }
 
-  bool selected(const ops::OpDef& op, const Frame& f) const {
-    if (cfg_.dump_mode == 0) return true;
-    if (names_.count(f.name) || names_.count(f.type) || names_.count(std::string(op.name))) return true;
-    for (auto& r : regexes_)
-      if (detail::dump::pattern_search(*r, f.name)) return true;
-    return false;
-  }
+  bool selected(const ops::OpDef& op, const Frame& f) const;
 
   void write_io(const std::filesystem::path& dir, const Frame& f, const char* io, std::size_t slot,
-                const AnyTensor& t) {
-    write_tensor(dir, detail::dump::sanitize(f.type), detail::dump::sanitize(f.name), f.task_id, f.stream,
-                 f.timestamp, io, slot, t);
-  }
+                const AnyTensor& t);
 
   void write_tensor(const std::filesystem::path& dir, const std::string& type, const std::string& name,
                     std::int64_t task, int stream, std::int64_t ts, const char* io, std::size_t slot,
-                    const AnyTensor& dt) {
-    if (!dt.defined()) return;
-    AnyTensor copied;  // a host copy of a device tensor
-    if (!dt.device().is_cpu()) copied = detail::dump::on_host(dt);
-    const AnyTensor& t = copied.defined() ? copied : dt;
-    std::filesystem::create_directories(dir);
-    bool tensor = cfg_.saved_data != DumpConfig::Saved::statistic;
-    bool stat = cfg_.saved_data != DumpConfig::Saved::tensor;
-    if (tensor && t.dtype() != DType::bf16) {  // NumPy has no bfloat16: statistics only
-      save_npy(dir / fmt::format("{}.{}.{}.{}.{}.{}.{}.npy", type, name, task, stream, ts, io, slot), t);
-      ++files_;
-    }
-    if (stat) {
-      auto csv = dir / "statistic.csv";
-      bool fresh = !std::filesystem::exists(csv);
-      std::ofstream f(csv, std::ios::app);
-      MS_CHECK(f.good(), IOError, "dump: cannot write '{}'", csv.string());
-      if (fresh)
-        f << "Op Type,Op Name,Task ID,Stream ID,Timestamp,IO,Slot,Shape,Data Type,Min Value,Max Value,Avg Value,"
-             "NaN Count,Inf Count\n";
-      auto s = detail::dump::stats(t);
-      f << fmt::format("{},{},{},{},{},{},{},\"{}\",{},{},{},{},{},{}\n", type, name, task, stream, ts, io, slot,
-                       shape_str(t.shape()), t.dtype(), s.min, s.max, s.mean, s.nan, s.inf);
-    }
-  }
+                    const AnyTensor& dt);
 
   DumpConfig cfg_;
   std::set<std::string> names_;
@@ -532,3 +404,176 @@ MS_IMPL DumpConfig parse_config(const std::string& json_text) {
 #endif  // MS_IMPL_BODIES
 
 }  // namespace ms
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms {
+MS_IMPL std::unique_ptr<DataDump> DataDump::from_file(const std::filesystem::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  MS_CHECK(f.good(), IOError, "dump config: cannot read '{}'", file.string());
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return from_json(text);
+}
+
+MS_IMPL std::unique_ptr<DataDump> DataDump::from_env() {
+  const char* p = std::getenv("MS_DUMP_CONFIG");
+  if (!p || !*p) return nullptr;
+  return from_file(p);
+}
+
+MS_IMPL void DataDump::start() {
+  if (running_) return;
+  prev_ = ops::detail::observer;
+  ops::detail::observer = this;
+  running_ = true;
+}
+
+MS_IMPL void DataDump::stop() {
+  if (!running_) return;
+  if (ops::detail::observer == this) ops::detail::observer = prev_;
+  running_ = false;
+}
+
+MS_IMPL void DataDump::set_iteration(std::int64_t it) {
+  std::lock_guard lk(mu_);
+  iteration_ = it;
+}
+
+MS_IMPL void DataDump::next_iteration() {
+  std::lock_guard lk(mu_);
+  ++iteration_;
+}
+
+MS_IMPL std::int64_t DataDump::iteration() const {
+  std::lock_guard lk(mu_);
+  return iteration_;
+}
+
+MS_IMPL std::filesystem::path DataDump::iteration_dir(int graph_dir) const {
+  std::lock_guard lk(mu_);
+  return dir_for(graph_dir, iteration_);
+}
+
+MS_IMPL std::optional<OverflowRecord> DataDump::first_overflow() const {
+  std::lock_guard lk(mu_);
+  if (overflows_.empty()) return std::nullopt;
+  return overflows_.front();
+}
+
+MS_IMPL std::vector<OverflowRecord> DataDump::overflows() const {
+  std::lock_guard lk(mu_);
+  return overflows_;
+}
+
+MS_IMPL std::int64_t DataDump::files_written() const {
+  std::lock_guard lk(mu_);
+  return files_;
+}
+
+MS_IMPL bool DataDump::dump_tensor(std::string_view name, const AnyTensor& t) {
+  std::lock_guard lk(mu_);
+  if (!cfg_.iteration_selected(iteration_)) return false;
+  write_tensor(dir_for(0, iteration_), "Parameter", detail::dump::sanitize(name), 0, 0, now_us(), "output", 0, t);
+  return true;
+}
+
+MS_IMPL std::uint64_t DataDump::begin(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+                      const ops::OpCallInfo& info) {
+  std::uint64_t prev_token = prev_ ? prev_->begin(op, in, attrs, info) : 0;
+  std::lock_guard lk(mu_);
+  Frame f;
+  f.prev_token = prev_token;
+  f.task_id = task_++;
+  f.timestamp = now_us();
+  f.type = std::string(info.label.empty() ? std::string_view(op.name) : info.label);
+  f.name = info.node_name.empty() ? fmt::format("{}_{}", op.name, counters_[op.name]++) : std::string(info.node_name);
+  f.graph_dir = info.graph_id < 0 ? 0 : info.graph_id + 1;
+  f.stream = info.stream;
+  f.selected = cfg_.op_debug_mode == 0 && cfg_.iteration_selected(iteration_) && selected(op, f);
+  // Inputs are dumped before the kernel runs (an in-place op changes them).
+  if (f.selected && cfg_.input_output != 2) {
+    auto dir = dir_for(f.graph_dir, iteration_);
+    for (std::size_t i = 0; i < in.size(); ++i) write_io(dir, f, "input", i, in[i]);
+  }
+  pending_.push_back(std::move(f));
+  return pending_.size() - 1;
+}
+
+MS_IMPL void DataDump::end(std::uint64_t token, const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+           std::span<const AnyTensor> out, const ops::OpCallInfo& info) {
+  std::uint64_t prev_token = 0;
+  {
+    std::lock_guard lk(mu_);
+    Frame f;
+    if (token < pending_.size()) {
+      f = std::move(pending_[token]);
+      pending_.resize(token);
+    }
+    prev_token = f.prev_token;
+    if (f.selected && cfg_.input_output != 1) {
+      auto dir = dir_for(f.graph_dir, iteration_);
+      for (std::size_t i = 0; i < out.size(); ++i) write_io(dir, f, "output", i, out[i]);
+    }
+    if (cfg_.op_debug_mode != 0) {
+      bool overflow = false;
+      for (auto& t : out) overflow = overflow || detail::dump::has_inf_or_nan(t);
+      if (overflow) {
+        overflows_.push_back(OverflowRecord{f.name, f.type, iteration_, f.task_id});
+        if (overflows_.size() == 1) {  // dump the first overflowing op (its inputs as they are now)
+          auto dir = dir_for(f.graph_dir, iteration_);
+          for (std::size_t i = 0; i < in.size(); ++i) write_io(dir, f, "input", i, in[i]);
+          for (std::size_t i = 0; i < out.size(); ++i) write_io(dir, f, "output", i, out[i]);
+        }
+      }
+    }
+  }
+  if (prev_) prev_->end(prev_token, op, in, attrs, out, info);
+}
+
+MS_IMPL std::int64_t DataDump::now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+MS_IMPL bool DataDump::selected(const ops::OpDef& op, const Frame& f) const {
+  if (cfg_.dump_mode == 0) return true;
+  if (names_.count(f.name) || names_.count(f.type) || names_.count(std::string(op.name))) return true;
+  for (auto& r : regexes_)
+    if (detail::dump::pattern_search(*r, f.name)) return true;
+  return false;
+}
+
+MS_IMPL void DataDump::write_io(const std::filesystem::path& dir, const Frame& f, const char* io, std::size_t slot,
+                const AnyTensor& t) {
+  write_tensor(dir, detail::dump::sanitize(f.type), detail::dump::sanitize(f.name), f.task_id, f.stream,
+               f.timestamp, io, slot, t);
+}
+
+MS_IMPL void DataDump::write_tensor(const std::filesystem::path& dir, const std::string& type, const std::string& name,
+                    std::int64_t task, int stream, std::int64_t ts, const char* io, std::size_t slot,
+                    const AnyTensor& dt) {
+  if (!dt.defined()) return;
+  AnyTensor copied;  // a host copy of a device tensor
+  if (!dt.device().is_cpu()) copied = detail::dump::on_host(dt);
+  const AnyTensor& t = copied.defined() ? copied : dt;
+  std::filesystem::create_directories(dir);
+  bool tensor = cfg_.saved_data != DumpConfig::Saved::statistic;
+  bool stat = cfg_.saved_data != DumpConfig::Saved::tensor;
+  if (tensor && t.dtype() != DType::bf16) {  // NumPy has no bfloat16: statistics only
+    save_npy(dir / fmt::format("{}.{}.{}.{}.{}.{}.{}.npy", type, name, task, stream, ts, io, slot), t);
+    ++files_;
+  }
+  if (stat) {
+    auto csv = dir / "statistic.csv";
+    bool fresh = !std::filesystem::exists(csv);
+    std::ofstream f(csv, std::ios::app);
+    MS_CHECK(f.good(), IOError, "dump: cannot write '{}'", csv.string());
+    if (fresh)
+      f << "Op Type,Op Name,Task ID,Stream ID,Timestamp,IO,Slot,Shape,Data Type,Min Value,Max Value,Avg Value,"
+           "NaN Count,Inf Count\n";
+    auto s = detail::dump::stats(t);
+    f << fmt::format("{},{},{},{},{},{},{},\"{}\",{},{},{},{},{},{}\n", type, name, task, stream, ts, io, slot,
+                     shape_str(t.shape()), t.dtype(), s.min, s.max, s.mean, s.nan, s.inf);
+  }
+}
+}  // namespace ms
+#endif

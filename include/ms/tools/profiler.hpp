@@ -76,89 +76,23 @@ class Profiler : public ops::OpObserver {
   ~Profiler() override { stop(); }
 
   /// Installs the profiler on this thread (it forwards to the observer installed before).
-  void start() {
-    if (running_) return;
-    if (!started_once_) {
-      t0_ = std::chrono::steady_clock::now();
-      started_once_ = true;
-    }
-    prev_ = ops::detail::observer;
-    ops::detail::observer = this;
-    running_ = true;
-  }
+  void start();
   /// Uninstalls it (restores the previous observer). Stop observers in reverse order of start.
-  void stop() {
-    if (!running_) return;
-    if (ops::detail::observer == this) ops::detail::observer = prev_;
-    running_ = false;
-  }
+  void stop();
   bool running() const { return running_; }
   /// Forgets the recorded events (the time origin is kept).
-  void clear() {
-    std::lock_guard lk(mu_);
-    events_.clear();
-    counters_.clear();
-  }
+  void clear();
 
-  std::vector<ProfileEvent> events() const {
-    std::lock_guard lk(mu_);
-    return events_;
-  }
+  std::vector<ProfileEvent> events() const;
 
   /// Timing needs no values: device executors launch as usual and report afterwards.
   bool needs_values() const override { return prev_ != nullptr && prev_->needs_values(); }
 
   std::uint64_t begin(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
-                      const ops::OpCallInfo& info) override {
-    Frame f;
-    if (prev_) f.prev_token = prev_->begin(op, in, attrs, info);
-    std::lock_guard lk(mu_);
-    pending_.push_back(f);
-    std::uint64_t token = pending_.size() - 1;
-    pending_.back().start = std::chrono::steady_clock::now();  // last: the chained observer's work is not timed
-    return token;
-  }
+                      const ops::OpCallInfo& info) override;
 
   void end(std::uint64_t token, const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
-           std::span<const AnyTensor> out, const ops::OpCallInfo& info) override {
-    auto t_end = std::chrono::steady_clock::now();  // first: the chained observer's work is not timed
-    Frame f;
-    {
-      std::lock_guard lk(mu_);
-      if (token < pending_.size()) {
-        f = pending_[token];
-        pending_.resize(token);  // calls nest: drop this frame and any left open inside it
-      } else {
-        f.start = t_end;
-      }
-      ProfileEvent e;
-      e.type = std::string(info.label.empty() ? std::string_view(op.name) : info.label);
-      if (!info.node_name.empty()) {
-        e.name = std::string(info.node_name);
-      } else {
-        e.name = fmt::format("{}_{}", op.name, counters_[op.name]++);
-      }
-      // Device ops come with their executor's event timing; host ops are timed here.
-      const auto t_start = info.timing ? info.timing->start : f.start;
-      const auto t_stop = info.timing ? info.timing->end : t_end;
-      e.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_start - t0_).count();
-      e.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_stop - t0_).count();
-      e.thread = thread_index();
-      e.stream = info.stream;
-      e.engine = std::string(info.engine);
-      e.graph_id = info.graph_id;
-      auto im = ops::input_metas(in);
-      SmallVec<ops::TensorMeta, 4> om;
-      for (auto& t : out)
-        if (t.defined()) om.push_back(ops::TensorMeta{t.dtype(), t.shape()});
-      ops::Cost c = ops::op_cost(op, std::span<const ops::TensorMeta>(im.data(), im.size()),
-                                 std::span<const ops::TensorMeta>(om.data(), om.size()), attrs);
-      e.flops = c.flops;
-      e.bytes = c.bytes;
-      events_.push_back(std::move(e));
-    }
-    if (prev_) prev_->end(f.prev_token, op, in, attrs, out, info);
-  }
+           std::span<const AnyTensor> out, const ops::OpCallInfo& info) override;
 
   /// Rows grouped by event name (one row per graph node across replays; one per eager call).
   std::vector<ProfileSummaryRow> summary_by_op() const {
@@ -169,32 +103,14 @@ class Profiler : public ops::OpObserver {
     return summarize([](const ProfileEvent& e) -> const std::string& { return e.type; });
   }
   /// Sum of all event durations (ns).
-  std::int64_t total_ns() const {
-    std::lock_guard lk(mu_);
-    std::int64_t t = 0;
-    for (auto& e : events_) t += e.duration_ns();
-    return t;
-  }
+  std::int64_t total_ns() const;
 
   /// Both summaries as fixed-width text tables (rows sorted by total time, largest first).
-  std::string table() const {
-    std::string s = format_table("By op type", summary_by_type());
-    s += "\n";
-    s += format_table("By op", summary_by_op());
-    s += "\n" + cpu_gemm_line() + "\n";
-    s += "CPU kernels: " + cpu::isa_summary() + "\n";
-    for (const std::string& line : ops::summary_lines()) s += line + "\n";
-    return s;
-  }
+  std::string table() const;
 
   /// The CPU GEMM/convolution path, oneDNN's ISA and its primitive cache, e.g.
   /// "CPU GEMM: dnnl (avx512_core_bf16); primitive cache 6/256, 1194 hits, 6 misses (99.5%)".
-  static std::string cpu_gemm_line() {
-    const DnnlCacheStats c = dnnl_cache_stats();
-    return fmt::format("CPU GEMM: {} ({}); primitive cache {}/{}, {} hits, {} misses ({:.1f}%)",
-                       cpu_gemm_name(cpu_gemm()), dnnl_cpu_isa(), c.size, c.capacity, c.hits, c.misses,
-                       100.0 * c.hit_rate());
-  }
+  static std::string cpu_gemm_line();
 
   /// Chrome trace-event JSON (ts/dur in µs; one track per thread and stream; otherData names
   /// the CPU GEMM path, oneDNN's ISA, the CPU kernels' level and the primitive cache).
@@ -211,14 +127,7 @@ class Profiler : public ops::OpObserver {
     std::uint64_t prev_token = 0;
   };
 
-  int thread_index() {  // called under mu_
-    auto id = std::this_thread::get_id();
-    auto it = threads_.find(id);
-    if (it != threads_.end()) return it->second;
-    int n = static_cast<int>(threads_.size());
-    threads_.emplace(id, n);
-    return n;
-  }
+  int thread_index();
 
   template <class Key>
   std::vector<ProfileSummaryRow> summarize(Key key) const {
@@ -256,18 +165,7 @@ class Profiler : public ops::OpObserver {
     return rows;
   }
 
-  static std::string format_table(std::string_view title, const std::vector<ProfileSummaryRow>& rows) {
-    std::size_t w = 4;
-    for (auto& r : rows) w = std::max(w, r.key.size());
-    std::string s = fmt::format("{}\n", title);
-    s += fmt::format("{:<{}} {:>7} {:>12} {:>12} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "name", w, "calls",
-                     "total(us)", "mean(us)", "min(us)", "max(us)", "%", "GFLOP/s", "GB/s");
-    for (auto& r : rows)
-      s += fmt::format("{:<{}} {:>7} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f} {:>10.3f} {:>10.3f}\n", r.key, w,
-                       r.calls, r.total_ns / 1e3, r.mean_ns / 1e3, r.min_ns / 1e3, r.max_ns / 1e3, r.percent,
-                       r.gflops_per_s, r.gbytes_per_s);
-    return s;
-  }
+  static std::string format_table(std::string_view title, const std::vector<ProfileSummaryRow>& rows);
 
   mutable std::mutex mu_;
   std::vector<ProfileEvent> events_;
@@ -328,3 +226,133 @@ MS_IMPL std::string Profiler::chrome_trace() const {
 #endif  // MS_IMPL_BODIES
 
 }  // namespace ms
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+namespace ms {
+MS_IMPL void Profiler::start() {
+  if (running_) return;
+  if (!started_once_) {
+    t0_ = std::chrono::steady_clock::now();
+    started_once_ = true;
+  }
+  prev_ = ops::detail::observer;
+  ops::detail::observer = this;
+  running_ = true;
+}
+
+MS_IMPL void Profiler::stop() {
+  if (!running_) return;
+  if (ops::detail::observer == this) ops::detail::observer = prev_;
+  running_ = false;
+}
+
+MS_IMPL void Profiler::clear() {
+  std::lock_guard lk(mu_);
+  events_.clear();
+  counters_.clear();
+}
+
+MS_IMPL std::vector<ProfileEvent> Profiler::events() const {
+  std::lock_guard lk(mu_);
+  return events_;
+}
+
+MS_IMPL std::uint64_t Profiler::begin(const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+                      const ops::OpCallInfo& info) {
+  Frame f;
+  if (prev_) f.prev_token = prev_->begin(op, in, attrs, info);
+  std::lock_guard lk(mu_);
+  pending_.push_back(f);
+  std::uint64_t token = pending_.size() - 1;
+  pending_.back().start = std::chrono::steady_clock::now();  // last: the chained observer's work is not timed
+  return token;
+}
+
+MS_IMPL void Profiler::end(std::uint64_t token, const ops::OpDef& op, std::span<const AnyTensor> in, const ops::Attrs& attrs,
+           std::span<const AnyTensor> out, const ops::OpCallInfo& info) {
+  auto t_end = std::chrono::steady_clock::now();  // first: the chained observer's work is not timed
+  Frame f;
+  {
+    std::lock_guard lk(mu_);
+    if (token < pending_.size()) {
+      f = pending_[token];
+      pending_.resize(token);  // calls nest: drop this frame and any left open inside it
+    } else {
+      f.start = t_end;
+    }
+    ProfileEvent e;
+    e.type = std::string(info.label.empty() ? std::string_view(op.name) : info.label);
+    if (!info.node_name.empty()) {
+      e.name = std::string(info.node_name);
+    } else {
+      e.name = fmt::format("{}_{}", op.name, counters_[op.name]++);
+    }
+    // Device ops come with their executor's event timing; host ops are timed here.
+    const auto t_start = info.timing ? info.timing->start : f.start;
+    const auto t_stop = info.timing ? info.timing->end : t_end;
+    e.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_start - t0_).count();
+    e.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t_stop - t0_).count();
+    e.thread = thread_index();
+    e.stream = info.stream;
+    e.engine = std::string(info.engine);
+    e.graph_id = info.graph_id;
+    auto im = ops::input_metas(in);
+    SmallVec<ops::TensorMeta, 4> om;
+    for (auto& t : out)
+      if (t.defined()) om.push_back(ops::TensorMeta{t.dtype(), t.shape()});
+    ops::Cost c = ops::op_cost(op, std::span<const ops::TensorMeta>(im.data(), im.size()),
+                               std::span<const ops::TensorMeta>(om.data(), om.size()), attrs);
+    e.flops = c.flops;
+    e.bytes = c.bytes;
+    events_.push_back(std::move(e));
+  }
+  if (prev_) prev_->end(f.prev_token, op, in, attrs, out, info);
+}
+
+MS_IMPL std::int64_t Profiler::total_ns() const {
+  std::lock_guard lk(mu_);
+  std::int64_t t = 0;
+  for (auto& e : events_) t += e.duration_ns();
+  return t;
+}
+
+MS_IMPL std::string Profiler::table() const {
+  std::string s = format_table("By op type", summary_by_type());
+  s += "\n";
+  s += format_table("By op", summary_by_op());
+  s += "\n" + cpu_gemm_line() + "\n";
+  s += "CPU kernels: " + cpu::isa_summary() + "\n";
+  for (const std::string& line : ops::summary_lines()) s += line + "\n";
+  return s;
+}
+
+MS_IMPL std::string Profiler::cpu_gemm_line() {
+  const DnnlCacheStats c = dnnl_cache_stats();
+  return fmt::format("CPU GEMM: {} ({}); primitive cache {}/{}, {} hits, {} misses ({:.1f}%)",
+                     cpu_gemm_name(cpu_gemm()), dnnl_cpu_isa(), c.size, c.capacity, c.hits, c.misses,
+                     100.0 * c.hit_rate());
+}
+
+MS_IMPL int Profiler::thread_index() {  // called under mu_
+  auto id = std::this_thread::get_id();
+  auto it = threads_.find(id);
+  if (it != threads_.end()) return it->second;
+  int n = static_cast<int>(threads_.size());
+  threads_.emplace(id, n);
+  return n;
+}
+
+MS_IMPL std::string Profiler::format_table(std::string_view title, const std::vector<ProfileSummaryRow>& rows) {
+  std::size_t w = 4;
+  for (auto& r : rows) w = std::max(w, r.key.size());
+  std::string s = fmt::format("{}\n", title);
+  s += fmt::format("{:<{}} {:>7} {:>12} {:>12} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "name", w, "calls",
+                   "total(us)", "mean(us)", "min(us)", "max(us)", "%", "GFLOP/s", "GB/s");
+  for (auto& r : rows)
+    s += fmt::format("{:<{}} {:>7} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f} {:>10.3f} {:>10.3f}\n", r.key, w,
+                     r.calls, r.total_ns / 1e3, r.mean_ns / 1e3, r.min_ns / 1e3, r.max_ns / 1e3, r.percent,
+                     r.gflops_per_s, r.gbytes_per_s);
+  return s;
+}
+}  // namespace ms
+#endif
