@@ -58,6 +58,18 @@ class OpObserver {
   /// profiler alone): ops are launched as usual and reported, with their device timing,
   /// once the iteration has run.
   virtual bool needs_values() const { return true; }
+  /// Whether this observer is installed (between install() and uninstall()).
+  bool running() const { return running_; }
+
+ protected:
+  /// Installs this observer for the ops this thread runs, in front of the one installed
+  /// before (prev_, to which begin() and end() forward); false when it was installed already.
+  bool install();
+  /// Uninstalls it; the observer it replaced comes back if this one is still in front.
+  void uninstall();
+
+  OpObserver* prev_ = nullptr;
+  bool running_ = false;
 };
 
 /// How an eager op on a device ran, filled in by the device runner when run_op asks for it
@@ -115,6 +127,19 @@ inline bool any_requires_grad(std::span<const AnyTensor> in) {
   return false;
 }
 }  // namespace detail
+
+inline bool OpObserver::install() {
+  if (running_) return false;
+  prev_ = detail::observer;
+  detail::observer = this;
+  running_ = true;
+  return true;
+}
+inline void OpObserver::uninstall() {
+  if (!running_) return;
+  if (detail::observer == this) detail::observer = prev_;
+  running_ = false;
+}
 
 /// Metas of the inputs of a call.
 inline SmallVec<TensorMeta, 4> input_metas(std::span<const AnyTensor> in) {

@@ -234,9 +234,8 @@ class DataDump : public ops::OpObserver {
 
   const DumpConfig& config() const { return cfg_; }
 
-  void start();
-  void stop();
-  bool running() const { return running_; }
+  void start() { install(); }
+  void stop() { uninstall(); }
 
   void set_iteration(std::int64_t it);
   void next_iteration();
@@ -296,8 +295,6 @@ class DataDump : public ops::OpObserver {
   std::vector<Frame> pending_;
   std::unordered_map<std::string, std::int64_t> counters_;
   std::vector<OverflowRecord> overflows_;
-  ops::OpObserver* prev_ = nullptr;
-  bool running_ = false;
 };
 
 /// Runs a DataDump for the lifetime of the scope.
@@ -420,18 +417,6 @@ MS_IMPL std::unique_ptr<DataDump> DataDump::from_env() {
   return from_file(p);
 }
 
-MS_IMPL void DataDump::start() {
-  if (running_) return;
-  prev_ = ops::detail::observer;
-  ops::detail::observer = this;
-  running_ = true;
-}
-
-MS_IMPL void DataDump::stop() {
-  if (!running_) return;
-  if (ops::detail::observer == this) ops::detail::observer = prev_;
-  running_ = false;
-}
 
 MS_IMPL void DataDump::set_iteration(std::int64_t it) {
   std::lock_guard lk(mu_);

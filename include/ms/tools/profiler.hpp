@@ -79,7 +79,6 @@ class Profiler : public ops::OpObserver {
   void start();
   /// Uninstalls it (restores the previous observer). Stop observers in reverse order of start.
   void stop();
-  bool running() const { return running_; }
   /// Forgets the recorded events (the time origin is kept).
   void clear();
 
@@ -173,8 +172,6 @@ class Profiler : public ops::OpObserver {
   std::unordered_map<std::string, std::int64_t> counters_;
   std::unordered_map<std::thread::id, int> threads_;
   std::chrono::steady_clock::time_point t0_{};
-  ops::OpObserver* prev_ = nullptr;
-  bool running_ = false;
   bool started_once_ = false;
 };
 
@@ -235,16 +232,10 @@ MS_IMPL void Profiler::start() {
     t0_ = std::chrono::steady_clock::now();
     started_once_ = true;
   }
-  prev_ = ops::detail::observer;
-  ops::detail::observer = this;
-  running_ = true;
+  install();
 }
 
-MS_IMPL void Profiler::stop() {
-  if (!running_) return;
-  if (ops::detail::observer == this) ops::detail::observer = prev_;
-  running_ = false;
-}
+MS_IMPL void Profiler::stop() { uninstall(); }
 
 MS_IMPL void Profiler::clear() {
   std::lock_guard lk(mu_);
