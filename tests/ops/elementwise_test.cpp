@@ -728,8 +728,8 @@ TEST_CASE("unary ops on 0-d, size-0 and non-contiguous inputs", "[op][elementwis
 TEST_CASE("unary ops on big inputs: multi-threaded result equals the reference and 1 thread", "[op][elementwise]") {
   ThreadGuard guard;
   // Above 3 parallel grains (ms::kParallelGrain): two threads get a chunk each.
-  const std::size_t rows = ms_test::kSanitized ? 14286 : 42858, n = rows * 7;
-  STATIC_REQUIRE(14286 * 7 > 3 * ms::kParallelGrain);
+  constexpr std::size_t rows = ms_test::kSanitized ? 14286 : 42858, n = rows * 7;
+  STATIC_REQUIRE(static_cast<std::int64_t>(n) > 3 * ms::kParallelGrain);
   for (const UnaryCase& c : unary_cases()) {
     const ms::ops::OpDef& op = ms::ops::registry().get(c.op);
     for_each_dtype(case_dtypes(op, c), [&]<class T>() {
@@ -881,9 +881,9 @@ TEST_CASE("binary ops on non-contiguous inputs", "[op][elementwise]") {
 TEST_CASE("binary ops on big inputs: multi-threaded result equals the reference and 1 thread", "[op][elementwise]") {
   ThreadGuard guard;
   // Above 3 parallel grains (ms::kParallelGrain), as a rows x 400 matrix too.
-  const std::int64_t rows = ms_test::kSanitized ? 300 : 600, cols = 400;
-  const std::size_t n = static_cast<std::size_t>(rows * cols);
-  STATIC_REQUIRE(300 * 400 > 3 * ms::kParallelGrain);
+  constexpr std::int64_t rows = ms_test::kSanitized ? 300 : 600, cols = 400;
+  constexpr std::size_t n = static_cast<std::size_t>(rows * cols);
+  STATIC_REQUIRE(rows * cols > 3 * ms::kParallelGrain);
   for (const BinaryCase& c : binary_cases()) {
     const ms::ops::OpDef& op = ms::ops::registry().get(c.op);
     for_each_dtype(op.cpu_dtypes, [&]<class T>() {

@@ -78,7 +78,7 @@ class Profiler : public ops::OpObserver {
   /// Installs the profiler on this thread (it forwards to the observer installed before).
   void start();
   /// Uninstalls it (restores the previous observer). Stop observers in reverse order of start.
-  void stop();
+  void stop() { uninstall(); }
   /// Forgets the recorded events (the time origin is kept).
   void clear();
 
@@ -234,8 +234,6 @@ MS_IMPL void Profiler::start() {
   }
   install();
 }
-
-MS_IMPL void Profiler::stop() { uninstall(); }
 
 MS_IMPL void Profiler::clear() {
   std::lock_guard lk(mu_);
