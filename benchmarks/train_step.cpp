@@ -280,6 +280,15 @@ int main(int argc, char** argv) {
   ms_bench::compare("ms_captured_mlp_bf16gemm", "ms_captured_mlp", "mlp step, captured, bf16 GEMMs vs f32 GEMMs");
   ms_bench::compare("ms_captured_lenet_bf16gemm", "ms_captured_lenet", "lenet step, captured, bf16 GEMMs vs f32 GEMMs");
   ms_bench::compare("ms_captured_mlp_bf16gemm", "gemm_floor_mlp_dnnl_bf16gemm", "floor_ratio mlp captured bf16 GEMMs");
+  // Both libraries flush denormals to zero (ms::set_flush_denormal; LibTorch's
+  // setFlushDenormal): each benchmark trains a model on one fixed batch, whose gradients and
+  // Adam moments underflow after some hundred steps, and without it a step's time doubles
+  // partway through (see ms::set_flush_denormal), so medians would depend on iteration counts.
+  const bool flushed = ms::set_flush_denormal(true);
+#ifdef MS_HAVE_TORCH
+  at::globalContext().setFlushDenormal(true);
+#endif
+  std::printf("train_step: denormals flushed to zero: %s\n", flushed ? "yes, for ms and the peer" : "no (not on this CPU)");
   std::printf("train_step: ms GEMM path %s, oneDNN ISA %s, bfloat16 units %s\n",
               std::string(ms::cpu_gemm_name(ms::cpu_gemm())).c_str(), ms::dnnl_cpu_isa().c_str(),
               ms::dnnl_bf16_native() ? "yes" : "no");
