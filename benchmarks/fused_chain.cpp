@@ -10,7 +10,9 @@
 //                rational tanh for floats, ms::simd::exp is xsimd's): what a one-pass loop
 //                gains from the faster tanh alone, beside what fusion costs,
 //   eigen_array  an Eigen array expression on Eigen::Map<ArrayXf> (one pass; for two
-//                threads each OpenMP thread evaluates it on half of the array),
+//                threads each OpenMP thread evaluates it on half of the array), built
+//                with -march=native like this program; benchmarks/fused_chain_levels.sh
+//                compares each CPU level of ours with Eigen built for that level,
 //   torch_eager  LibTorch eager ops (when built with MS_HAVE_TORCH).
 // Also ms_unfused (the same graph at opt_level 1: eight kernels, for reference).
 // Bandwidth counts 8 bytes per element (read x, write y). Targets: ours >= 0.9x the
@@ -33,6 +35,7 @@
 #include <ms/backend/cpu/kernels/simd.hpp>  // ms::simd, for the same formula written by hand
 
 #include "bench_common.hpp"
+#include "chain_common.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -44,13 +47,10 @@
 
 namespace {
 
-using AlignedVec = std::vector<float, xsimd::aligned_allocator<float, 64>>;
-
-AlignedVec make_input(std::int64_t n) {
-  AlignedVec x(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = std::sin(0.001f * static_cast<float>(i)) * 4.0f;
-  return x;
-}
+using chain::AlignedVec;
+using chain::make_input;
+using chain::set_counters;
+using chain::split;
 
 ms::AnyTensor as_tensor(const AlignedVec& v) {
   ms::AnyTensor t = ms::AnyTensor::empty(ms::Shape{static_cast<std::int64_t>(v.size())}, ms::DType::f32);
@@ -84,22 +84,6 @@ inline B formula_simd(B x) {
 template <class B>
 inline B formula_same_math(B x) {
   return ms::simd::tanh(x * B(0.5f) + B(0.1f)) * B(1.5f) - x / (B(1.0f) + ms::simd::exp(x));
-}
-
-/// Splits [0, n) into `threads` parts (multiples of 64 elements) and calls f(begin, end) on each.
-template <class F>
-void split(std::int64_t n, int threads, F&& f) {
-  std::int64_t per = ((n + threads - 1) / threads + 63) / 64 * 64;
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int t = 0; t < threads; ++t) {
-    std::int64_t b = std::min(n, t * per), e = std::min(n, b + per);
-    if (b < e) f(b, e);
-  }
-}
-
-void set_counters(benchmark::State& state, std::int64_t n) {
-  state.SetBytesProcessed(state.iterations() * n * 8);
-  state.counters["GBps"] = benchmark::Counter(static_cast<double>(n) * 8e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void ms_fused(benchmark::State& state) {
@@ -168,22 +152,6 @@ void hand_loop(benchmark::State& state) {
 void xsimd_hand(benchmark::State& state) { hand_loop<false>(state); }
 void hand_same_math(benchmark::State& state) { hand_loop<true>(state); }
 
-void eigen_array(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  const int threads = static_cast<int>(state.range(1));
-  AlignedVec x = make_input(n), y(static_cast<std::size_t>(n));
-  for (auto _ : state) {
-    split(n, threads, [&](std::int64_t b, std::int64_t e) {
-      Eigen::Map<const Eigen::ArrayXf> X(x.data() + b, e - b);
-      Eigen::Map<Eigen::ArrayXf> Y(y.data() + b, e - b);
-      Y = (X * 0.5f + 0.1f).tanh() * 1.5f - X / (1.0f + X.exp());
-    });
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, n);
-}
-
 #ifdef MS_HAVE_TORCH
 void torch_eager(benchmark::State& state) {
   const std::int64_t n = state.range(0);
@@ -199,21 +167,17 @@ void torch_eager(benchmark::State& state) {
 }
 #endif
 
-void args(benchmark::internal::Benchmark* b) {
-  for (std::int64_t n : {std::int64_t{1} << 20, std::int64_t{1} << 24})
-    for (std::int64_t t : {1, 2}) b->Args({n, t});
-  b->ArgNames({"n", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
-}
+void eigen_array(benchmark::State& state) { chain::eigen_array(state); }
 
-BENCHMARK(ms_fused)->Apply(args);
-BENCHMARK(ms_codegen)->Apply(args);
-BENCHMARK(xsimd_hand)->Apply(args);
-BENCHMARK(hand_same_math)->Apply(args);
-BENCHMARK(eigen_array)->Apply(args);
+BENCHMARK(ms_fused)->Apply(chain::args);
+BENCHMARK(ms_codegen)->Apply(chain::args);
+BENCHMARK(xsimd_hand)->Apply(chain::args);
+BENCHMARK(hand_same_math)->Apply(chain::args);
+BENCHMARK(eigen_array)->Apply(chain::args);
 #ifdef MS_HAVE_TORCH
-BENCHMARK(torch_eager)->Apply(args);
+BENCHMARK(torch_eager)->Apply(chain::args);
 #endif
-BENCHMARK(ms_unfused)->Apply(args);
+BENCHMARK(ms_unfused)->Apply(chain::args);
 
 /// Checks ours against the hand-fused loops once (the same formula; ms's float tanh is
 /// within 5 ulp of xsimd's 1-ulp tanh; the same-math loop differs only in rounding order).
