@@ -57,8 +57,11 @@ MS_IMPL bool flush_denormal();
 
 #if MS_IMPL_BODIES
 #if defined(__x86_64__) || defined(_M_X64)
+namespace detail {
+inline constexpr unsigned kFtzDaz = 0x8040;  ///< MXCSR bits 15 (flush to zero) and 6 (denormals are zero)
+}  // namespace detail
 MS_IMPL bool set_flush_denormal(bool on) {
-  constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (flush to zero) and 6 (denormals are zero)
+  constexpr unsigned kFtzDaz = detail::kFtzDaz;
   auto apply = [=] { _mm_setcsr(on ? (_mm_getcsr() | kFtzDaz) : (_mm_getcsr() & ~kFtzDaz)); };
   apply();
 #if defined(_OPENMP)
@@ -69,7 +72,7 @@ MS_IMPL bool set_flush_denormal(bool on) {
 #endif
   return true;
 }
-MS_IMPL bool flush_denormal() { return (_mm_getcsr() & 0x8040u) == 0x8040u; }
+MS_IMPL bool flush_denormal() { return (_mm_getcsr() & detail::kFtzDaz) == detail::kFtzDaz; }
 #else
 MS_IMPL bool set_flush_denormal(bool) { return false; }
 MS_IMPL bool flush_denormal() { return false; }

@@ -417,7 +417,6 @@ MS_IMPL std::unique_ptr<DataDump> DataDump::from_env() {
   return from_file(p);
 }
 
-
 MS_IMPL void DataDump::set_iteration(std::int64_t it) {
   std::lock_guard lk(mu_);
   iteration_ = it;
