@@ -97,6 +97,18 @@ TEST_CASE("copy_: 0-d, 0-size and large tensors", "[op]") {
   CHECK(v[1] == 400);
   CHECK(v[300] == 1);
   CHECK(v[399 * 300 + 299] == 299 * 400 + 399);
+  // A contiguous copy is one run that the threads split between them (boundaries at
+  // multiples of 64 elements, a tail of 3): every element lands once, in its place.
+  ms_test::ThreadGuard tg;
+  for (int threads : {1, 2}) {
+    ms::set_num_threads(threads);
+    auto dst = ms::zeros<float>({100003});
+    dst.copy_(iota<float>({100003}));
+    auto w = dst.to_vector();
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) wrong += w[i] != static_cast<float>(i);
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("copy_: errors", "[op]") {

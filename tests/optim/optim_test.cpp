@@ -614,3 +614,92 @@ TEST_CASE("Adam: a captured step writes p, m and v in place, with no arena buffe
   // The arena holds the gradient and its intermediates only: less than the 3 outputs would need.
   CHECK(arena < 3 * 4099 * sizeof(float));
 }
+
+namespace {
+/// An observer that reads values (as a dump does), so eager Adam must not overwrite its inputs.
+class ValueWatcher final : public ms::ops::OpObserver {
+ public:
+  std::uint64_t begin(const ms::ops::OpDef&, std::span<const ms::AnyTensor>, const ms::ops::Attrs&,
+                      const ms::ops::OpCallInfo&) override {
+    return 0;
+  }
+  void end(std::uint64_t, const ms::ops::OpDef& op, std::span<const ms::AnyTensor> in, const ms::ops::Attrs&,
+           std::span<const ms::AnyTensor> out, const ms::ops::OpCallInfo&) override {
+    if (op.name != "adam_update") return;
+    p_in_after = *static_cast<const float*>(in[0].raw_data());
+    p_out = *static_cast<const float*>(out[0].raw_data());
+  }
+  bool needs_values() const override { return reads_values; }
+  bool reads_values = true;
+  float p_in_after = 0, p_out = 0;
+};
+}  // namespace
+
+TEST_CASE("Adam: an eager step writes p, m and v in place, allocating nothing per parameter", "[optim]") {
+  // Three parameters of 4099, 1000 and 7 elements, their gradients computed beforehand.
+  auto run = [](ms::ops::OpObserver* watcher, std::uint64_t* allocs_per_step) {
+    ms::manual_seed(5);
+    std::vector<Tensor<float>> ps = {ms::randn<float>({4099}), ms::randn<float>({10, 100}), ms::randn<float>({7})};
+    std::vector<Tensor<float>> gs = {ms::randn<float>({4099}), ms::randn<float>({10, 100}), ms::randn<float>({7})};
+    ms::optim::AdamW opt(ps, 0.01);
+    const float* storage = ps[0].data();
+    const float* m_storage = opt.state(0, "exp_avg").data();
+    std::unique_ptr<ms::ops::ObserverScope> scope;
+    if (watcher) scope = std::make_unique<ms::ops::ObserverScope>(watcher);
+    for (int k = 0; k < 3; ++k) {
+      const std::uint64_t before = ms::host_allocator_stats().num_allocs;
+      opt.step(std::vector<ms::AnyTensor>(gs.begin(), gs.end()));
+      if (allocs_per_step) *allocs_per_step = ms::host_allocator_stats().num_allocs - before;
+    }
+    CHECK(ps[0].data() == storage);
+    CHECK(opt.state(0, "exp_avg").data() == m_storage);
+    std::vector<std::vector<float>> r;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      for (const char* s : {"exp_avg", "exp_avg_sq"}) r.push_back(opt.state(i, s).to_vector());
+    for (auto& p : ps) r.push_back(p.to_vector());
+    return r;
+  };
+  std::uint64_t in_place_allocs = 0, watched_allocs = 0;
+  const auto in_place = run(nullptr, &in_place_allocs);
+  // A dump-like observer sees adam_update's inputs unchanged after the op: the out-of-place path.
+  ValueWatcher dump;
+  const auto watched = run(&dump, &watched_allocs);
+  CHECK(dump.p_in_after != dump.p_out);
+  CHECK(watched == in_place);  // the same bits either way
+  // The out-of-place path allocates p', m' and v' for each of the 3 parameters; in place,
+  // only the step's scalars (bias corrections) remain.
+  INFO("allocations per step: in place " << in_place_allocs << ", watched " << watched_allocs);
+  CHECK(watched_allocs >= in_place_allocs + 9);
+  // A profiler-like observer (it reads no values) keeps the in-place path.
+  ValueWatcher profiler;
+  profiler.reads_values = false;
+  std::uint64_t profiled_allocs = 0;
+  CHECK(run(&profiler, &profiled_allocs) == in_place);
+  CHECK(profiled_allocs == in_place_allocs);
+  CHECK(profiler.p_in_after == profiler.p_out);  // the kernel wrote into its input
+}
+
+TEST_CASE("adam_update_: in place, equal to adam_update, with clear errors", "[optim][op]") {
+  using namespace adam_op;
+  ms::manual_seed(9);
+  const Tensor<float> p = ms::randn<float>({37}), g = ms::randn<float>({37});
+  const Tensor<float> m = ms::rand<float>({37}), v = ms::rand<float>({37});
+  const ms::AnyTensor ss = ops::scalar_tensor(0.01, DType::f32), bc = ops::scalar_tensor(0.3, DType::f32);
+  auto want = ops::adam_update(p, g, m, v, ss, bc, 0.9, 0.99, 1e-6, 0.05);
+  Tensor<float> p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+  ops::adam_update_(p2, g, m2, v2, ss, bc, 0.9, 0.99, 1e-6, 0.05);
+  CHECK(ms_test::same_bits(p2, want[0]));
+  CHECK(ms_test::same_bits(m2, want[1]));
+  CHECK(ms_test::same_bits(v2, want[2]));
+  MS_REQUIRE_THROWS_MSG(ops::adam_update_(p2, p2, m2, v2, ss, bc, 0.9, 0.99, 1e-6), ms::ValueError,
+                        "[ms.value_error] adam_update_: g shares storage with the tensor float32 (37,) it would overwrite");
+  const Tensor<float> strided = ms::randn<float>({74}).slice(0, 0, 74, 2);
+  MS_REQUIRE_THROWS_MSG(ops::adam_update_(strided, g, m2, v2, ss, bc, 0.9, 0.99, 1e-6), ms::ShapeError,
+                        "[ms.shape_error] adam_update: output 0 must be a contiguous CPU tensor float32 (37,), got "
+                        "float32 (37,) on cpu (not contiguous)");
+  auto jitted = ms::jit([&](const Tensor<float>& x) {
+    ops::adam_update_(p2, x, m2, v2, ss, bc, 0.9, 0.99, 1e-6);
+    return x;
+  });
+  CHECK_THROWS_AS(jitted(ms::zeros<float>({37})), ms::ValueError);
+}

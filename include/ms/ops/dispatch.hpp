@@ -180,6 +180,10 @@ class OutputElementLimit {
 /// Checks inputs (defined, one device, supported dtype) and infers the outputs' metas.
 MS_IMPL MetaList infer_outputs(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs);
 /// Runs `op` on already-inferred outputs: allocation, kernel and hooks. `out` has metas.size() slots.
+/// On the CPU, a slot that already holds a tensor receives that output in place of a new
+/// allocation (an `out=` argument): it must be a contiguous CPU tensor of the output's shape
+/// and dtype, and it may share storage with an input only where the op allows that (an
+/// index-aligned op such as adam_update, whose kernel reads each element before writing it).
 MS_IMPL void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs& attrs, const MetaList& metas,
                     std::span<AnyTensor> out);
 /// Runs an op with any number of outputs.
@@ -235,7 +239,17 @@ MS_IMPL void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs&
   if (op.view && (dev.is_cpu() || !op.writes_input(attrs, in.size(), 0))) {
     out[0] = op.view(in[0], attrs);
   } else if (dev.is_cpu()) [[likely]] {
-    for (std::size_t i = 0; i < metas.size(); ++i) out[i] = AnyTensor::empty(metas[i].shape, metas[i].dtype);
+    for (std::size_t i = 0; i < metas.size(); ++i) {
+      if (!out[i].defined()) {
+        out[i] = AnyTensor::empty(metas[i].shape, metas[i].dtype);
+        continue;
+      }
+      MS_CHECK(out[i].device().is_cpu() && out[i].is_contiguous() && out[i].shape() == metas[i].shape &&
+                   out[i].dtype() == metas[i].dtype,
+               ShapeError, "{}: output {} must be a contiguous CPU tensor {} {}, got {} {} on {}{}", op.name, i,
+               metas[i].dtype, shape_str(metas[i].shape), out[i].dtype(), shape_str(out[i].shape()), out[i].device(),
+               out[i].is_contiguous() ? "" : " (not contiguous)");
+    }
     op.kernel(KernelArgs{op, in, out, attrs});
   } else {
     auto runner = detail::device_runners[static_cast<int>(dev.type)];

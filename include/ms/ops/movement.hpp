@@ -68,6 +68,12 @@ inline void strided_copy(const Shape& shape, const char* src, const Shape& ss, c
   const std::int64_t inner = cshp[cr - 1], is = cs[cr - 1], id = cd[cr - 1];
   const std::int64_t rows = n / inner;
   const auto e = static_cast<std::ptrdiff_t>(esize);
+  if (cr == 1 && is == 1 && id == 1) {  // one contiguous run: split it between the threads
+    parallel_for(n, kParallelGrain, [&](std::int64_t lo, std::int64_t hi) {
+      std::memcpy(dst + lo * e, src + lo * e, static_cast<std::size_t>(hi - lo) * esize);
+    });
+    return;
+  }
   auto copy_rows = [&](std::int64_t rb, std::int64_t re) {
     for (std::int64_t row = rb; row < re; ++row) {
       std::int64_t so = 0, dof = 0, rem = row;

@@ -187,13 +187,30 @@ inline std::vector<AnyTensor> adam_update(const AnyTensor& p, const AnyTensor& g
                                           const AnyTensor& v, const AnyTensor& step_size, const AnyTensor& bc2_sqrt,
                                           double beta1, double beta2, double eps, double weight_decay = 0,
                                           const AnyTensor& decay = {}) {
-  Attrs a{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
-  if (decay.defined()) {
-    const AnyTensor in[7] = {p, g, m, v, step_size, bc2_sqrt, decay};
-    return call(adam_update_op, in, a);
-  }
-  const AnyTensor in[6] = {p, g, m, v, step_size, bc2_sqrt};
-  return call(adam_update_op, in, a);
+  const Attrs a{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  const AnyTensor in[7] = {p, g, m, v, step_size, bc2_sqrt, decay};
+  return call(adam_update_op, std::span<const AnyTensor>(in, decay.defined() ? 7 : 6), a);
+}
+
+/// adam_update writing p', m' and v' into p, m and v themselves (like torch's fused Adam):
+/// no new tensors and no copies back. p, m and v must be contiguous CPU tensors, and g must
+/// not share storage with them. Eager only: graph capture records the out-of-place op and
+/// its copy_ nodes (the graph compiler then writes in place), so this throws while tracing.
+inline void adam_update_(const AnyTensor& p, const AnyTensor& g, const AnyTensor& m, const AnyTensor& v,
+                         const AnyTensor& step_size, const AnyTensor& bc2_sqrt, double beta1, double beta2,
+                         double eps, double weight_decay = 0, const AnyTensor& decay = {}) {
+  MS_CHECK(detail::tracer == nullptr, ValueError,
+           "adam_update_: writes in place, which graph capture cannot record; use adam_update and copy_ in "
+           "captured code");
+  for (const AnyTensor* t : {&p, &m, &v})
+    MS_CHECK(!g.defined() || !t->defined() || !g.shares_storage(*t), ValueError,
+             "adam_update_: g shares storage with the tensor {} {} it would overwrite", t->dtype(),
+             shape_str(t->shape()));
+  const Attrs a{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  const AnyTensor in[7] = {p, g, m, v, step_size, bc2_sqrt, decay};
+  const std::span<const AnyTensor> ins(in, decay.defined() ? 7 : 6);
+  AnyTensor out[3] = {p, m, v};
+  run_op(adam_update_op, ins, a, infer_outputs(adam_update_op, ins, a), out);
 }
 
 }  // namespace ms::ops

@@ -210,6 +210,11 @@ class Adam : public Optimizer {
   void update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) override;
 
  private:
+  /// True when update(i) may let the kernel write p, m and v in place: an eager step on
+  /// the CPU with no graph capture, no observer that reads values (a dump) watching, contiguous
+  /// tensors and a gradient that shares no storage with them.
+  bool eager_in_place(const Tensor<float>& p, const Tensor<float>& grad, std::size_t i) const;
+
   AdamOptions opt_;
   bool decoupled_;
   std::vector<Tensor<float>> m_, v_, vmax_;
@@ -414,10 +419,26 @@ MS_IMPL void Adam::begin_step() {
   if (decoupled_ && opt_.weight_decay != 0) decay_ = 1.0f - lr_ * opt_.weight_decay;
 }
 
+MS_IMPL bool Adam::eager_in_place(const Tensor<float>& p, const Tensor<float>& grad, std::size_t i) const {
+  if (ops::detail::tracer != nullptr) return false;
+  if (ops::detail::observer != nullptr && ops::detail::observer->needs_values()) return false;
+  if (!p.device().is_cpu() || !grad.device().is_cpu() || !p.is_contiguous()) return false;
+  const AnyTensor g(grad);
+  return !g.shares_storage(p) && !g.shares_storage(m_[i]) && !g.shares_storage(v_[i]);
+}
+
 MS_IMPL void Adam::update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) {
   if (!opt_.amsgrad) {
     // One pass over p, g, m and v (ops::adam_update), bit-identical to the form below.
     const bool decay = decoupled_ && opt_.weight_decay != 0;
+    if (eager_in_place(p, grad, i)) {
+      // Eager on the CPU, no dump watching: the kernel writes p, m and v where they are
+      // instead of into new tensors copied back (three more passes over the state, and
+      // three allocations, per parameter and step).
+      ops::adam_update_(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
+                        decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
+      return;
+    }
     auto r = ops::adam_update(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
                               decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
     ops::copy_(m_[i], r[1]);
