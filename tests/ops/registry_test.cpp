@@ -158,3 +158,34 @@ TEST_CASE("registry: default costs and meta printing", "[op][registry]") {
   REQUIRE(v.flops == 0);
   REQUIRE(ms::ops::metas_str(in) == "(3, 4) float32, (4,) float32");
 }
+
+TEST_CASE("run_op: a preset CPU output receives the result, and other slots are refused", "[op]") {
+  namespace ops = ms::ops;
+  const ms::Tensor<float> a{1, 2, 3}, b{10, 20, 30};
+  const ms::AnyTensor in[2] = {a, b};
+  const auto metas = ops::infer_outputs(ops::add_op, in, {});
+  ms::Tensor<float> dst = ms::zeros<float>({3});
+  const float* storage = dst.data();
+  ms::AnyTensor out[1] = {dst};
+  ops::run_op(ops::add_op, in, {}, metas, out);
+  CHECK(out[0].raw_data() == storage);
+  CHECK(dst.to_vector() == std::vector<float>{11, 22, 33});
+  // Wrong shape, wrong dtype, not contiguous: refused before the kernel writes anything.
+  ms::AnyTensor wrong[1] = {ms::zeros<float>({4})};
+  MS_REQUIRE_THROWS_MSG(ops::run_op(ops::add_op, in, {}, metas, wrong), ms::ShapeError,
+                        "[ms.shape_error] add: output 0 must be a contiguous CPU tensor float32 (3,), got float32 (4,) "
+                        "on cpu");
+  ms::AnyTensor wrong_dtype[1] = {ms::zeros<double>({3})};
+  CHECK_THROWS_AS(ops::run_op(ops::add_op, in, {}, metas, wrong_dtype), ms::ShapeError);
+  ms::Tensor<float> strided = ms::zeros<float>({6}).slice(0, 0, 6, 2);
+  ms::AnyTensor wrong_layout[1] = {strided};
+  CHECK_THROWS_AS(ops::run_op(ops::add_op, in, {}, metas, wrong_layout), ms::ShapeError);
+  CHECK(strided.to_vector() == std::vector<float>{0, 0, 0});
+  // A view op returns a view of its input: a preset output would be silently dropped.
+  const ops::Attrs shape_attr{{"shape", std::vector<std::int64_t>{3, 1}}};
+  const ms::AnyTensor one[1] = {a};
+  const auto vmetas = ops::infer_outputs(ops::reshape_op, one, shape_attr);
+  ms::AnyTensor preset[1] = {ms::zeros<float>({3, 1})};
+  MS_REQUIRE_THROWS_MSG(ops::run_op(ops::reshape_op, one, shape_attr, vmetas, preset), ms::ValueError,
+                        "[ms.value_error] reshape: returns a view of its input and takes no preset output");
+}

@@ -237,6 +237,7 @@ MS_IMPL void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs&
   Device dev = in.empty() ? Device::cpu() : in[0].device();
   // A view op that writes into its input (copy_): on a device, its backend does that.
   if (op.view && (dev.is_cpu() || !op.writes_input(attrs, in.size(), 0))) {
+    MS_CHECK(!out[0].defined(), ValueError, "{}: returns a view of its input and takes no preset output", op.name);
     out[0] = op.view(in[0], attrs);
   } else if (dev.is_cpu()) [[likely]] {
     for (std::size_t i = 0; i < metas.size(); ++i) {
@@ -252,6 +253,9 @@ MS_IMPL void run_op(const OpDef& op, std::span<const AnyTensor> in, const Attrs&
     }
     op.kernel(KernelArgs{op, in, out, attrs});
   } else {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      MS_CHECK(!out[i].defined(), DeviceError, "{}: preset outputs are for CPU kernels; output {} is preset on {}",
+               op.name, i, dev);
     auto runner = detail::device_runners[static_cast<int>(dev.type)];
     MS_CHECK(runner != nullptr, DeviceError, "{}: no backend is loaded for device {}", op.name, dev);
     runner(op, in, attrs, out, metas, obs ? &call : nullptr);
