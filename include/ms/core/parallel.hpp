@@ -61,8 +61,7 @@ namespace detail {
 inline constexpr unsigned kFtzDaz = 0x8040;  ///< MXCSR bits 15 (flush to zero) and 6 (denormals are zero)
 }  // namespace detail
 MS_IMPL bool set_flush_denormal(bool on) {
-  constexpr unsigned kFtzDaz = detail::kFtzDaz;
-  auto apply = [=] { _mm_setcsr(on ? (_mm_getcsr() | kFtzDaz) : (_mm_getcsr() & ~kFtzDaz)); };
+  auto apply = [=] { _mm_setcsr(on ? (_mm_getcsr() | detail::kFtzDaz) : (_mm_getcsr() & ~detail::kFtzDaz)); };
   apply();
 #if defined(_OPENMP)
   // One region as wide as any team ms or oneDNN asks for, so every pooled thread runs it.

@@ -181,13 +181,20 @@ MS_REGISTRATION(const OpDef& adam_update_op, registry().add([] {
   return d;
 }()));
 
+namespace detail {
+/// adam_update's attributes, as adam_update and adam_update_ pass them.
+inline Attrs adam_attrs(double beta1, double beta2, double eps, double weight_decay) {
+  return Attrs{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+}
+}  // namespace detail
+
 /// One Adam step of parameter p: returns (p', m', v'). Pass decay (a 0-d tensor) for AdamW's
 /// decoupled decay, or weight_decay for Adam's L2 term.
 inline std::vector<AnyTensor> adam_update(const AnyTensor& p, const AnyTensor& g, const AnyTensor& m,
                                           const AnyTensor& v, const AnyTensor& step_size, const AnyTensor& bc2_sqrt,
                                           double beta1, double beta2, double eps, double weight_decay = 0,
                                           const AnyTensor& decay = {}) {
-  const Attrs a{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  const Attrs a = detail::adam_attrs(beta1, beta2, eps, weight_decay);
   const AnyTensor in[7] = {p, g, m, v, step_size, bc2_sqrt, decay};
   return call(adam_update_op, std::span<const AnyTensor>(in, decay.defined() ? 7 : 6), a);
 }
@@ -206,7 +213,7 @@ inline void adam_update_(const AnyTensor& p, const AnyTensor& g, const AnyTensor
     MS_CHECK(!g.defined() || !t->defined() || !g.shares_storage(*t), ValueError,
              "adam_update_: g shares storage with the tensor {} {} it would overwrite", t->dtype(),
              shape_str(t->shape()));
-  const Attrs a{{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
+  const Attrs a = detail::adam_attrs(beta1, beta2, eps, weight_decay);
   const AnyTensor in[7] = {p, g, m, v, step_size, bc2_sqrt, decay};
   const std::span<const AnyTensor> ins(in, decay.defined() ? 7 : 6);
   AnyTensor out[3] = {p, m, v};

@@ -430,17 +430,17 @@ MS_IMPL bool Adam::eager_in_place(const Tensor<float>& p, const Tensor<float>& g
 MS_IMPL void Adam::update(std::size_t i, Tensor<float> p, const Tensor<float>& grad) {
   if (!opt_.amsgrad) {
     // One pass over p, g, m and v (ops::adam_update), bit-identical to the form below.
-    const bool decay = decoupled_ && opt_.weight_decay != 0;
+    const double l2 = decoupled_ ? 0.0 : opt_.weight_decay;
+    const AnyTensor decay = decoupled_ && opt_.weight_decay != 0 ? AnyTensor(decay_) : AnyTensor();
     if (eager_in_place(p, grad, i)) {
       // Eager on the CPU, no dump watching: the kernel writes p, m and v where they are
       // instead of into new tensors copied back (three more passes over the state, and
       // three allocations, per parameter and step).
-      ops::adam_update_(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
-                        decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
+      ops::adam_update_(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps, l2, decay);
       return;
     }
-    auto r = ops::adam_update(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps,
-                              decoupled_ ? 0.0 : opt_.weight_decay, decay ? AnyTensor(decay_) : AnyTensor());
+    auto r =
+        ops::adam_update(p, grad, m_[i], v_[i], step_size_, bc2_sqrt_, opt_.beta1, opt_.beta2, opt_.eps, l2, decay);
     ops::copy_(m_[i], r[1]);
     ops::copy_(v_[i], r[2]);
     ops::copy_(p, r[0]);
