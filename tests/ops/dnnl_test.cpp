@@ -206,6 +206,37 @@ TEST_CASE("oneDNN: the primitive cache is bounded and reports its use", "[op][dn
 #endif
 }
 
+TEST_CASE("oneDNN: a primitive is made for the thread count it runs at", "[op][dnnl]") {
+#if defined(MS_HAVE_DNNL)
+  // oneDNN fixes a primitive's work split when it is made: one made at 1 thread and reused
+  // after set_num_threads(2) would keep running on 1 thread.
+  GemmPathGuard guard;
+  const int saved = ms::get_num_threads();
+  ms::set_cpu_conv(ms::CpuConv::dnnl);
+  ms::dnnl_cache_clear();
+  Tensor<float> x = ms_test::random_floats(Shape{4, 3, 12, 12}, 1, -1, 1);
+  Tensor<float> w = ms_test::random_floats(Shape{8, 3, 3, 3}, 2, -1, 1);
+  ms::set_num_threads(1);
+  Tensor<float> y1 = ms::conv2d(x, w);
+  ms::set_num_threads(2);
+  Tensor<float> y2 = ms::conv2d(x, w);
+  CHECK(ms::dnnl_cache_stats().misses == 2);
+  CHECK(ms::dnnl_cache_stats().size == 2);
+  ms::set_num_threads(1);
+  Tensor<float> y3 = ms::conv2d(x, w);
+  ms::set_num_threads(2);
+  Tensor<float> y4 = ms::conv2d(x, w);
+  CHECK(ms::dnnl_cache_stats().misses == 2);
+  CHECK(ms::dnnl_cache_stats().hits == 2);
+  ms::set_num_threads(saved);
+  CHECK(ms_test::same_bits(y1, y3));
+  CHECK(ms_test::same_bits(y2, y4));
+  ms_test::require_values(y2, as_doubles(y1), 1e-5, 1e-5);
+#else
+  SUCCEED("built without oneDNN");
+#endif
+}
+
 TEST_CASE("oneDNN runs on ms's thread count, and its failures are BackendErrors", "[op][dnnl]") {
 #if defined(MS_HAVE_DNNL)
   GemmPathGuard guard;

@@ -291,8 +291,19 @@ struct DnnlPrimitive {
 };
 
 /// Everything that shapes a primitive: its kind, then its dimensions and attributes (a
-/// matmul with a post-op chain, backend/cpu/dnnl_epilogue.hpp, needs the most slots).
+/// matmul with a post-op chain, backend/cpu/dnnl_epilogue.hpp, needs the most slots). The
+/// last slot is DnnlCache's own: the thread count the primitive is made for.
 using DnnlKey = std::array<std::int64_t, 64>;
+inline constexpr std::size_t kDnnlKeyThreadsSlot = std::tuple_size_v<DnnlKey> - 1;
+
+/// The thread count oneDNN gives a primitive made now on this thread (after sync_dnnl_threads).
+inline std::int64_t dnnl_creation_threads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 /// The bounded, least-recently-used cache of primitives, shared by all threads. Entries are
 /// shared_ptrs, so a primitive evicted while another thread executes it stays alive.
@@ -302,8 +313,16 @@ class DnnlCache {
     static DnnlCache c;
     return c;
   }
+  /// The primitive for `key` made at ms's current thread count: oneDNN fixes a primitive's
+  /// work split when it is made (its own primitive cache keys on the thread count too), so
+  /// one made at 1 thread would run on 1 thread after ms::set_num_threads(2), and one made
+  /// at 2 would start 2 threads after set_num_threads(1).
   template <class Make>
-  std::shared_ptr<const DnnlPrimitive> get(const DnnlKey& key, Make&& make) {
+  std::shared_ptr<const DnnlPrimitive> get(DnnlKey key, Make&& make) {
+    MS_CHECK(key[kDnnlKeyThreadsSlot] == 0, BackendError, "oneDNN primitive key of kind {} uses the thread-count slot",
+             key[0]);
+    sync_dnnl_threads();
+    key[kDnnlKeyThreadsSlot] = dnnl_creation_threads();
     std::shared_ptr<const DnnlPrimitive> p = find(key);
     if (!p) p = insert(key, make());  // created outside the lock
     if (primitive_owner) primitive_owner->push_back(p);
