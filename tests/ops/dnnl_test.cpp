@@ -228,10 +228,30 @@ TEST_CASE("oneDNN: a primitive is made for the thread count it runs at", "[op][d
   Tensor<float> y4 = ms::conv2d(x, w);
   CHECK(ms::dnnl_cache_stats().misses == 2);
   CHECK(ms::dnnl_cache_stats().hits == 2);
-  ms::set_num_threads(saved);
   CHECK(ms_test::same_bits(y1, y3));
   CHECK(ms_test::same_bits(y2, y4));
   ms_test::require_values(y2, as_doubles(y1), 1e-5, 1e-5);
+  if (ms::dnnl_bf16_native()) {
+    // float32 GEMMs at bfloat16 precision convert small operands on one thread: at 2 threads
+    // the two conversions are made for 1 thread (the 1-thread run below finds them) and
+    // the product for 2.
+    const ms::GemmPrecision saved_precision = ms::set_cpu_gemm_precision(ms::GemmPrecision::bf16);
+    ms::set_cpu_gemm(CpuGemm::dnnl);
+    Tensor<float> a = ms_test::random_floats(Shape{16, 24}, 3, -1, 1), b = ms_test::random_floats(Shape{24, 8}, 4, -1, 1);
+    ms::dnnl_cache_clear();
+    Tensor<float> p2 = ms::matmul(a, b);
+#if defined(_OPENMP)
+    CHECK(omp_get_max_threads() == 2);  // restored after the 1-thread conversions
+#endif
+    CHECK(ms::dnnl_cache_stats().misses == 3);
+    ms::set_num_threads(1);
+    Tensor<float> p1 = ms::matmul(a, b);
+    CHECK(ms::dnnl_cache_stats().misses == 4);
+    CHECK(ms::dnnl_cache_stats().hits == 2);
+    ms_test::require_values(p1, as_doubles(p2), 1e-6, 1e-6);
+    ms::set_cpu_gemm_precision(saved_precision);
+  }
+  ms::set_num_threads(saved);
 #else
   SUCCEED("built without oneDNN");
 #endif

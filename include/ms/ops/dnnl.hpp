@@ -254,16 +254,34 @@ inline dnnl_stream_t dnnl_stream() {
 /// oneDNN (OpenMP build) runs on omp_get_max_threads() threads: keep it at ms's count, so
 /// that ms::set_num_threads(2) never has oneDNN wake every core. Inside one of ms's own
 /// parallel regions OpenMP's nesting is off, and oneDNN runs on the calling thread.
+inline thread_local int dnnl_serial_depth = 0;
 inline void sync_dnnl_threads() {
 #if defined(_OPENMP)
   thread_local int current = -1;
-  const int n = get_num_threads();
+  const int n = dnnl_serial_depth > 0 ? 1 : get_num_threads();
   if (current != n) {
     omp_set_num_threads(n);
     current = n;
   }
 #endif
 }
+
+/// While alive, oneDNN primitives are made and run on the calling thread alone (DnnlCache
+/// keys them apart). For work too small to split: oneDNN's reorder of a 784 x 256 float
+/// matrix to bfloat16 took 64 us on 2 threads against 21 us on 1 (AMD Zen 4).
+class DnnlSerialScope {
+ public:
+  DnnlSerialScope() {
+    ++dnnl_serial_depth;
+    sync_dnnl_threads();
+  }
+  ~DnnlSerialScope() {
+    --dnnl_serial_depth;
+    sync_dnnl_threads();
+  }
+  DnnlSerialScope(const DnnlSerialScope&) = delete;
+  DnnlSerialScope& operator=(const DnnlSerialScope&) = delete;
+};
 
 /// c (M x N, row-major, ldc = N) = a @ b (+ c when accumulate) through dnnl_sgemm, which
 /// takes row-major operands: a row-major operand is 'N', a column-major one 'T'.
@@ -542,6 +560,9 @@ inline DnnlMatrix reorder_matrix_dnnl(std::int64_t rows, std::int64_t cols, cons
   return o;
 }
 
+/// Operands of fewer elements are converted to bfloat16 on one thread.
+inline constexpr std::int64_t kDnnlSerialReorder = std::int64_t{1} << 19;
+
 /// c (M x N float32, row-major) = a @ b (+= when accumulate) for float32 operands under
 /// GemmPrecision::bf16: both are rounded to bfloat16 (reorders into ms-allocated buffers),
 /// multiplied on the bfloat16 units and summed in float32.
@@ -554,8 +575,15 @@ inline void gemm_dnnl_bf16_from_f32(const float* a, bool a_col, std::int64_t lda
   void* bbuf = nullptr;
   try {
     bbuf = alloc.allocate(bbytes);
-    const DnnlMatrix a16 = reorder_matrix_dnnl(M, K, {a, dnnl_f32, a_col, lda}, dnnl_bf16, abuf, "matmul");
-    const DnnlMatrix b16 = reorder_matrix_dnnl(K, N, {b, dnnl_f32, b_col, ldb}, dnnl_bf16, bbuf, "matmul");
+    // The conversions are memory-bound and short: on one thread below kDnnlSerialReorder
+    // elements (see DnnlSerialScope).
+    const auto to_bf16 = [&](std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, void* out) {
+      if (rows * cols >= kDnnlSerialReorder) return reorder_matrix_dnnl(rows, cols, m, dnnl_bf16, out, "matmul");
+      DnnlSerialScope serial;
+      return reorder_matrix_dnnl(rows, cols, m, dnnl_bf16, out, "matmul");
+    };
+    const DnnlMatrix a16 = to_bf16(M, K, {a, dnnl_f32, a_col, lda}, abuf);
+    const DnnlMatrix b16 = to_bf16(K, N, {b, dnnl_f32, b_col, ldb}, bbuf);
     matmul_dnnl(a16, b16, c, dnnl_f32, M, N, K, accumulate, "matmul");
   } catch (...) {
     alloc.deallocate(abuf, abytes);
