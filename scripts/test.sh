@@ -72,8 +72,9 @@ else
   # Benchmarks are built and run by benchmarks/run.sh, not by the test run.
   # Examples and tools at -O0: they are compiled so they never rot and run by the
   # guide's walk-through test, which needs no speed (-O2 would add about 5 minutes).
+  # The kernels, which the tests share with the examples and tools, at -O1.
   cmake_args=(-DCMAKE_BUILD_TYPE=Release -DMS_BUILD_TESTS=ON -DMS_BUILD_BENCHMARKS=OFF
-              "-DMS_EXAMPLES_OPT=${MS_EXAMPLES_OPT:--O0}")
+              "-DMS_EXAMPLES_OPT=${MS_EXAMPLES_OPT:--O0}" -DMS_TEST_KERNELS_OPT=-O1)
 fi
 
 now() { date +%s.%N; }
