@@ -1,8 +1,9 @@
 // Fuzz target over the frozen-model loader; the logic is in frozen_loader_fuzz.hpp.
-// Built two ways (tests/fuzz/CMakeLists.txt), both only on request, since every program
-// that includes ms.hpp compiles all kernels again (the seed corpus is replayed by ms_tests):
+// Built two ways (tests/fuzz/CMakeLists.txt), both only on request (the seed corpus is
+// replayed by ms_tests):
 //   - with clang and -fsanitize=fuzzer: a libFuzzer binary (MS_LIBFUZZER defined), run for
-//     a bounded time by the fuzz_frozen_loader test (MS_BUILD_FUZZERS=ON);
+//     a bounded time by the fuzz_frozen_loader test (MS_BUILD_FUZZERS=ON), linked with the
+//     instrumented kernel library it shares with the ONNX importer's target;
 //   - with any compiler: a replay program that runs every file (or every file of every
 //     directory) named on its command line:
 //       frozen_loader_fuzz_replay tests/fuzz/corpus
