@@ -123,6 +123,21 @@ ms::Tensor<T> random(const ms::Shape& shape, unsigned seed, double lo = -1, doub
   return t;
 }
 
+/// Restores the CPU GEMM and convolution paths, the GEMM precision and the thread count that
+/// a test changes (also when a REQUIRE throws).
+struct CpuPathGuard {
+  ms::CpuGemm gemm = ms::cpu_gemm();
+  ms::CpuConv conv = ms::cpu_conv();
+  ms::GemmPrecision precision = ms::cpu_gemm_precision();
+  int threads = ms::get_num_threads();
+  ~CpuPathGuard() {
+    ms::set_cpu_gemm(gemm);
+    ms::set_cpu_conv(conv);
+    ms::set_cpu_gemm_precision(precision);
+    ms::set_num_threads(threads);
+  }
+};
+
 /// A float32 tensor of `shape`, uniform in [lo, hi) drawn in float from `seed`.
 inline ms::Tensor<float> random_floats(const ms::Shape& s, std::uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
   std::mt19937 rng(seed);

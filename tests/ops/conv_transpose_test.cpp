@@ -93,15 +93,7 @@ void check_case(const Case& c, unsigned seed, double tol) {
   require_values(y, ref, tol, tol);
 }
 
-/// Restores the convolution and GEMM paths a test changes.
-struct PathGuard {
-  ms::CpuGemm gemm = ms::cpu_gemm();
-  ms::CpuConv conv = ms::cpu_conv();
-  ~PathGuard() {
-    ms::set_cpu_gemm(gemm);
-    ms::set_cpu_conv(conv);
-  }
-};
+using PathGuard = ms_test::CpuPathGuard;
 
 /// Compares the gradients of sum(fn(inputs) * R) with central differences (float64).
 void check_grads(const ms_test::GradFnOfInputs& fn, std::vector<AnyTensor> in) {

@@ -20,17 +20,7 @@ using ms::CpuGemm;
 using ms::Shape;
 using ms::Tensor;
 
-/// Restores the GEMM and convolution paths (and the thread count) a test changes.
-struct GemmPathGuard {
-  CpuGemm saved = ms::cpu_gemm();
-  ms::CpuConv saved_conv = ms::cpu_conv();
-  int threads = ms::get_num_threads();
-  ~GemmPathGuard() {
-    ms::set_cpu_gemm(saved);
-    ms::set_cpu_conv(saved_conv);
-    ms::set_num_threads(threads);
-  }
-};
+using GemmPathGuard = ms_test::CpuPathGuard;
 
 /// Every (GEMM path, convolution path) pair this build has.
 std::vector<std::pair<CpuGemm, ms::CpuConv>> conv_paths() {
@@ -91,10 +81,10 @@ TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
   CHECK_THROWS_AS(ms::set_cpu_conv(ms::CpuConv::dnnl), ms::ValueError);
 #endif
   // im2col (GEMMs on the selected path) is the default convolution unless MS_CPU_CONV says otherwise.
-  if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.saved_conv == ms::CpuConv::im2col);
+  if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.conv == ms::CpuConv::im2col);
 #if defined(MS_HAVE_DNNL)
   // The default of a build with oneDNN, unless the environment chose another path.
-  if (std::getenv("MS_CPU_GEMM") == nullptr) CHECK(guard.saved == CpuGemm::dnnl);
+  if (std::getenv("MS_CPU_GEMM") == nullptr) CHECK(guard.gemm == CpuGemm::dnnl);
   CHECK(ms::dnnl_cpu_isa() != "none");
 #endif
 }
@@ -211,7 +201,6 @@ TEST_CASE("oneDNN: a primitive is made for the thread count it runs at", "[op][d
   // oneDNN fixes a primitive's work split when it is made: one made at 1 thread and reused
   // after set_num_threads(2) would keep running on 1 thread.
   GemmPathGuard guard;
-  const int saved = ms::get_num_threads();
   ms::set_cpu_conv(ms::CpuConv::dnnl);
   ms::dnnl_cache_clear();
   Tensor<float> x = ms_test::random_floats(Shape{4, 3, 12, 12}, 1, -1, 1);
@@ -235,7 +224,7 @@ TEST_CASE("oneDNN: a primitive is made for the thread count it runs at", "[op][d
     // float32 GEMMs at bfloat16 precision convert small operands on one thread: at 2 threads
     // the two conversions are made for 1 thread (the 1-thread run below finds them) and
     // the product for 2.
-    const ms::GemmPrecision saved_precision = ms::set_cpu_gemm_precision(ms::GemmPrecision::bf16);
+    ms::set_cpu_gemm_precision(ms::GemmPrecision::bf16);
     ms::set_cpu_gemm(CpuGemm::dnnl);
     Tensor<float> a = ms_test::random_floats(Shape{16, 24}, 3, -1, 1), b = ms_test::random_floats(Shape{24, 8}, 4, -1, 1);
     ms::dnnl_cache_clear();
@@ -249,9 +238,7 @@ TEST_CASE("oneDNN: a primitive is made for the thread count it runs at", "[op][d
     CHECK(ms::dnnl_cache_stats().misses == 4);
     CHECK(ms::dnnl_cache_stats().hits == 2);
     ms_test::require_values(p1, as_doubles(p2), 1e-6, 1e-6);
-    ms::set_cpu_gemm_precision(saved_precision);
   }
-  ms::set_num_threads(saved);
 #else
   SUCCEED("built without oneDNN");
 #endif

@@ -60,15 +60,7 @@ std::vector<double> in_double(const std::function<AnyTensor(const std::vector<An
   return as_doubles(f(d));
 }
 
-/// Restores the GEMM path and precision a test changes.
-struct PathGuard {
-  ms::CpuGemm gemm = ms::cpu_gemm();
-  ms::GemmPrecision precision = ms::cpu_gemm_precision();
-  ~PathGuard() {
-    ms::set_cpu_gemm(gemm);
-    ms::set_cpu_gemm_precision(precision);
-  }
-};
+using PathGuard = ms_test::CpuPathGuard;
 
 TEST_CASE("16-bit matmul and linear: the product of the rounded inputs, rounded once", "[op][linalg][half]") {
   for (DType d : {DType::bf16, DType::f16}) {

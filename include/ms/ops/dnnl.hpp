@@ -251,10 +251,13 @@ inline dnnl_stream_t dnnl_stream() {
   return h.s;
 }
 
-/// oneDNN (OpenMP build) runs on omp_get_max_threads() threads: keep it at ms's count, so
-/// that ms::set_num_threads(2) never has oneDNN wake every core. Inside one of ms's own
-/// parallel regions OpenMP's nesting is off, and oneDNN runs on the calling thread.
+/// How many DnnlSerialScopes are alive on this thread.
 inline thread_local int dnnl_serial_depth = 0;
+
+/// oneDNN (OpenMP build) runs on omp_get_max_threads() threads: keep it at ms's count (1
+/// inside a DnnlSerialScope), so that ms::set_num_threads(2) never has oneDNN wake every
+/// core. Inside one of ms's own parallel regions OpenMP's nesting is off, and oneDNN runs on
+/// the calling thread.
 inline void sync_dnnl_threads() {
 #if defined(_OPENMP)
   thread_local int current = -1;
@@ -266,21 +269,26 @@ inline void sync_dnnl_threads() {
 #endif
 }
 
-/// While alive, oneDNN primitives are made and run on the calling thread alone (DnnlCache
-/// keys them apart). For work too small to split: oneDNN's reorder of a 784 x 256 float
-/// matrix to bfloat16 took 64 us on 2 threads against 21 us on 1 (AMD Zen 4).
+/// While alive (and `on`), oneDNN primitives are made and run on the calling thread alone
+/// (DnnlCache keys them apart). For work too small to split: oneDNN's reorder of a 784 x 256
+/// float matrix to bfloat16 took 64 us on 2 threads against 21 us on 1 (AMD Zen 4).
 class DnnlSerialScope {
  public:
-  DnnlSerialScope() {
+  explicit DnnlSerialScope(bool on = true) : on_(on) {
+    if (!on_) return;
     ++dnnl_serial_depth;
     sync_dnnl_threads();
   }
   ~DnnlSerialScope() {
+    if (!on_) return;
     --dnnl_serial_depth;
     sync_dnnl_threads();
   }
   DnnlSerialScope(const DnnlSerialScope&) = delete;
   DnnlSerialScope& operator=(const DnnlSerialScope&) = delete;
+
+ private:
+  bool on_;
 };
 
 /// c (M x N, row-major, ldc = N) = a @ b (+ c when accumulate) through dnnl_sgemm, which
@@ -578,8 +586,7 @@ inline void gemm_dnnl_bf16_from_f32(const float* a, bool a_col, std::int64_t lda
     // The conversions are memory-bound and short: on one thread below kDnnlSerialReorder
     // elements (see DnnlSerialScope).
     const auto to_bf16 = [&](std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, void* out) {
-      if (rows * cols >= kDnnlSerialReorder) return reorder_matrix_dnnl(rows, cols, m, dnnl_bf16, out, "matmul");
-      DnnlSerialScope serial;
+      const DnnlSerialScope serial(rows * cols < kDnnlSerialReorder);
       return reorder_matrix_dnnl(rows, cols, m, dnnl_bf16, out, "matmul");
     };
     const DnnlMatrix a16 = to_bf16(M, K, {a, dnnl_f32, a_col, lda}, abuf);
