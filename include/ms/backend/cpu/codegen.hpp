@@ -3,7 +3,7 @@
 // environment variable MS_CPU_CODEGEN=1).
 //
 // The block interpreter of graph/fusion.hpp runs a fused program as a few passes of
-// precompiled kernels over 256-element blocks. Generated code runs it as one loop: each
+// precompiled kernels over blocks kept in L1. Generated code runs it as one loop: each
 // batch of elements goes through every member op in registers, the way a hand-written
 // xsimd loop or an Eigen expression would. At compile(), the fused programs of the graph
 // are written out as C++ that calls the ops' own functors (ElementwiseInfo::formula),

@@ -1,6 +1,7 @@
 #pragma once
 // The CPU interpreter of fused programs (graph/fused_program.hpp): evaluates a fused node's
-// instructions block by block (FusedProgram::kBlock elements kept in L1-sized buffers), with
+// instructions block by block (elements kept in L1-sized buffers: kEvalBlock, or
+// FusedProgram::kBlock for reductions), with
 // broadcast inputs gathered per block; runs a GEMM producer first (epilogue form) or folds
 // the results of each row (reduction form). Where the code generator (codegen.hpp) compiled
 // the program into one loop, runs that loop instead of the instruction list.
@@ -32,6 +33,10 @@ class FusedEval {
  public:
   using R = graph::FusedProgram::Reduce;
   static constexpr std::int64_t kBlock = graph::FusedProgram::kBlock;
+  /// Elements per call of generated code when no input is gathered (see eval).
+  static constexpr std::int64_t kCompiledChunk = 16384;
+  /// Elements per block of the elementwise form's instruction list (see eval).
+  static constexpr std::int64_t kEvalBlock = 1024;
 
   explicit FusedEval(const graph::FusedProgram& p) : p_(p) {}
 
@@ -103,15 +108,17 @@ class FusedEval {
     char* temps;
     char* gbuf;
     char* result;  ///< one extra block for a reduction's program result
+    std::int64_t blk;  ///< elements per block (the stride of temps, gbuf and result)
     SmallVec<const void*, 8> ext;
     SmallVec<std::int64_t, 8> ext_st;
   };
 
-  Scratch scratch(const Sources& src, bool with_result) const {
+  Scratch scratch(const Sources& src, bool with_result, std::int64_t blk = kBlock) const {
     const std::size_t blocks = static_cast<std::size_t>(p_.num_temps + src.ngather + (with_result ? 1 : 0));
-    char* base = thread_scratch(blocks * static_cast<std::size_t>(kBlock));
-    Scratch sc{base, base + static_cast<std::size_t>(p_.num_temps) * kBlock * 8,
-               base + static_cast<std::size_t>(p_.num_temps + src.ngather) * kBlock * 8, {}, {}};
+    const std::size_t bytes = static_cast<std::size_t>(blk) * 8;
+    char* base = thread_scratch(blocks * static_cast<std::size_t>(blk));
+    Scratch sc{base, base + static_cast<std::size_t>(p_.num_temps) * bytes,
+               base + static_cast<std::size_t>(p_.num_temps + src.ngather) * bytes, blk, {}, {}};
     sc.ext.resize(src.srcs.size(), nullptr);
     sc.ext_st.resize(src.srcs.size(), 1);
     return sc;
@@ -125,7 +132,7 @@ class FusedEval {
       if (s.mode == 0) { sc.ext[j] = s.base; sc.ext_st[j] = 0; }
       else if (s.mode == 1) { sc.ext[j] = s.base + i * static_cast<std::int64_t>(s.esize); sc.ext_st[j] = 1; }
       else {
-        char* d = sc.gbuf + static_cast<std::size_t>(g++) * kBlock * 8;
+        char* d = sc.gbuf + static_cast<std::size_t>(g++ * sc.blk) * 8;
         gather_block(s.base, s.esize, os, s.st, i, len, d);
         sc.ext[j] = d;
         sc.ext_st[j] = 1;
@@ -140,10 +147,10 @@ class FusedEval {
       std::int64_t st[ops::kMaxArity];
       for (int a = 0; a < ins.nin; ++a) {
         int sidx = ins.src[a];
-        if (sidx >= 0) { p[a] = sc.temps + static_cast<std::size_t>(sidx) * kBlock * 8; st[a] = 1; }
+        if (sidx >= 0) { p[a] = sc.temps + static_cast<std::size_t>(sidx * sc.blk) * 8; st[a] = 1; }
         else { p[a] = sc.ext[static_cast<std::size_t>(-sidx - 1)]; st[a] = sc.ext_st[static_cast<std::size_t>(-sidx - 1)]; }
       }
-      void* d = ins.dst >= 0 ? static_cast<void*>(sc.temps + static_cast<std::size_t>(ins.dst) * kBlock * 8)
+      void* d = ins.dst >= 0 ? static_cast<void*>(sc.temps + static_cast<std::size_t>(ins.dst * sc.blk) * 8)
                              : static_cast<void*>(dst);
       ins.fn(p, st, d, len, ins.params);
     }
@@ -157,12 +164,14 @@ class FusedEval {
     const Sources src = sources(in, os);
     char* obase = static_cast<char*>(out.raw_data());
     const std::int64_t oesize = static_cast<std::int64_t>(dtype_size(out.dtype()));
+    // Generated code with nothing to gather reads its inputs in place, so it takes
+    // kCompiledChunk elements a call: per 256-element block, setting up the call and the
+    // loop's constants cost 7% of the fused chain's time (benchmarks/fused_chain, 16M floats).
+    // The instruction list runs on kEvalBlock elements, whose temporaries stay in L1.
+    const std::int64_t step = src.use_compiled && src.ngather == 0 ? kCompiledChunk : kEvalBlock;
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      // Generated code runs block by block too: one call over the thread's whole range took
-      // 1.4x as long on 16M floats (benchmarks/fused_chain: 18.9 ms against 13.2 ms at 1
-      // thread, 10.6 against 6.7-8.0 ms at 2) and 7% longer on 1M.
-      Scratch sc = scratch(src, false);
-      for (std::int64_t i = b; i < e; i += kBlock) eval_block(src, os, i, std::min(kBlock, e - i), sc, obase + i * oesize);
+      Scratch sc = scratch(src, false, std::min(step, kEvalBlock));  // generated code uses no temporaries
+      for (std::int64_t i = b; i < e; i += step) eval_block(src, os, i, std::min(step, e - i), sc, obase + i * oesize);
     }, kBlock);
   }
 
