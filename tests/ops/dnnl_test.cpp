@@ -255,6 +255,11 @@ TEST_CASE("oneDNN runs on ms's thread count, and its failures are BackendErrors"
 #if defined(_OPENMP)
     // oneDNN's OpenMP build uses omp_get_max_threads() threads.
     CHECK(omp_get_max_threads() == n);
+    // Other code in the process changes OpenMP's setting too (LibTorch's set_num_threads
+    // does): the next oneDNN call still runs on ms's count.
+    omp_set_num_threads(3 - n);
+    (void)ms::matmul(a, b);
+    CHECK(omp_get_max_threads() == n);
 #endif
   }
   try {

@@ -257,15 +257,13 @@ inline thread_local int dnnl_serial_depth = 0;
 /// oneDNN (OpenMP build) runs on omp_get_max_threads() threads: keep it at ms's count (1
 /// inside a DnnlSerialScope), so that ms::set_num_threads(2) never has oneDNN wake every
 /// core. Inside one of ms's own parallel regions OpenMP's nesting is off, and oneDNN runs on
-/// the calling thread.
+/// the calling thread. OpenMP's own setting is read each time, not remembered: other code in
+/// the process changes it too (LibTorch's set_num_threads does), and a remembered value once
+/// left oneDNN on 1 thread at ms::set_num_threads(2) (benchmarks/conv, LibTorch's runs first).
 inline void sync_dnnl_threads() {
 #if defined(_OPENMP)
-  thread_local int current = -1;
   const int n = dnnl_serial_depth > 0 ? 1 : get_num_threads();
-  if (current != n) {
-    omp_set_num_threads(n);
-    current = n;
-  }
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
 #endif
 }
 
