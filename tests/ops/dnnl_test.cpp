@@ -27,7 +27,10 @@ std::vector<std::pair<CpuGemm, ms::CpuConv>> conv_paths() {
   std::vector<std::pair<CpuGemm, ms::CpuConv>> v;
   for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
     if (ms::cpu_gemm_available(g)) v.push_back({g, ms::CpuConv::im2col});
-  if (ms::cpu_gemm_available(CpuGemm::dnnl)) v.push_back({CpuGemm::dnnl, ms::CpuConv::dnnl});
+  if (ms::cpu_gemm_available(CpuGemm::dnnl)) {
+    v.push_back({CpuGemm::dnnl, ms::CpuConv::dnnl});
+    v.push_back({CpuGemm::dnnl, ms::CpuConv::automatic});
+  }
   return v;
 }
 
@@ -80,8 +83,18 @@ TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
   CHECK_THROWS_AS(ms::set_cpu_gemm(CpuGemm::dnnl), ms::ValueError);
   CHECK_THROWS_AS(ms::set_cpu_conv(ms::CpuConv::dnnl), ms::ValueError);
 #endif
-  // im2col (GEMMs on the selected path) is the default convolution unless MS_CPU_CONV says otherwise.
+  // automatic (oneDNN or im2col per convolution) is the default convolution of a build with
+  // oneDNN, im2col without it, unless MS_CPU_CONV says otherwise.
+#if defined(MS_HAVE_DNNL)
+  if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.conv == ms::CpuConv::automatic);
+#else
   if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.conv == ms::CpuConv::im2col);
+  ms::set_cpu_conv(ms::CpuConv::automatic);  // nothing to choose from: im2col
+  CHECK(ms::cpu_conv() == ms::CpuConv::im2col);
+#endif
+  CHECK(ms::cpu_conv_name(ms::CpuConv::automatic) == "auto");
+  CHECK(ms::cpu_conv_name(ms::CpuConv::im2col) == "im2col");
+  CHECK(ms::cpu_conv_name(ms::CpuConv::dnnl) == "dnnl");
 #if defined(MS_HAVE_DNNL)
   // The default of a build with oneDNN, unless the environment chose another path.
   if (std::getenv("MS_CPU_GEMM") == nullptr) CHECK(guard.gemm == CpuGemm::dnnl);
@@ -129,6 +142,8 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
       {{2, 4, 9, 7}, {6, 2, 3, 3}, {2, 1}, 1, 1, 2},   // groups 2, uneven stride
       {{2, 3, 11, 10}, {4, 3, 3, 2}, 1, {2, 1}, 2, 1}, // dilation 2
       {{3, 4, 6, 6}, {4, 1, 3, 3}, 2, 1, 1, 4},        // depthwise, stride 2
+      {{2, 1, 12, 12}, {32, 1, 5, 5}, 1, 2, 1, 1},     // 1 -> 32: automatic takes oneDNN but for the input gradient
+      {{2, 8, 9, 9}, {32, 4, 3, 3}, 2, 1, 1, 2},       // groups 2 of 4 -> 16, stride 2: oneDNN's blocked layouts
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -150,7 +165,7 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
     Tensor<double> gwd = ms::ops::call1(ms::ops::conv2d_grad_weight_op, {g, xd}, aw);
     auto dv = [](const Tensor<double>& t) { return t.to_vector(); };
     for (auto [path, conv] : conv_paths()) {
-      INFO("GEMM path " << ms::cpu_gemm_name(path) << (conv == ms::CpuConv::dnnl ? ", oneDNN convolution" : ", im2col"));
+      INFO("GEMM path " << ms::cpu_gemm_name(path) << ", convolution path " << ms::cpu_conv_name(conv));
       ms::set_cpu_gemm(path);
       ms::set_cpu_conv(conv);
       const auto hits = ms::dnnl_cache_stats().hits;
@@ -193,6 +208,42 @@ TEST_CASE("oneDNN: the primitive cache is bounded and reports its use", "[op][dn
 #else
   CHECK(ms::dnnl_cache_stats().size == 0);
   CHECK(ms::dnnl_cpu_isa() == "none");
+#endif
+}
+
+TEST_CASE("conv: the automatic path takes oneDNN where output channels fill a 16-channel block", "[op][dnnl][conv2d]") {
+  // The rule (benchmarks/conv): forward and weight gradient on oneDNN from 16 output channels
+  // per group; the input gradient also needs 4 input channels per group.
+  CHECK(ms::conv_prefers_dnnl(6, 16, false));
+  CHECK(ms::conv_prefers_dnnl(6, 16, true));
+  CHECK(ms::conv_prefers_dnnl(1, 32, false));
+  CHECK_FALSE(ms::conv_prefers_dnnl(1, 32, true));
+  CHECK_FALSE(ms::conv_prefers_dnnl(1, 6, false));
+  CHECK_FALSE(ms::conv_prefers_dnnl(64, 15, false));
+#if defined(MS_HAVE_DNNL)
+  GemmPathGuard guard;
+  ms::set_cpu_gemm(CpuGemm::dnnl);
+  ms::set_cpu_conv(ms::CpuConv::automatic);
+  ms::ops::Attrs a{{"stride", ms::ops::IntList{1, 1}}, {"padding", ms::ops::IntList{0, 0}},
+                   {"dilation", ms::ops::IntList{1, 1}}, {"groups", std::int64_t{1}}};
+  // Primitives made for (input channels, output channels): forward, input gradient, weight gradient.
+  auto made = [&](std::int64_t c, std::int64_t o) {
+    ms::dnnl_cache_clear();
+    Tensor<float> x = ms_test::random_floats(Shape{2, c, 8, 8}, 1, -1, 1), w = ms_test::random_floats(Shape{o, c, 3, 3}, 2, -1, 1);
+    Tensor<float> y = ms::conv2d(x, w);
+    std::vector<std::uint64_t> m{ms::dnnl_cache_stats().misses};
+    ms::ops::Attrs ai = a, aw = a;
+    ai.set("input_shape", x.shape().vec());
+    aw.set("weight_shape", w.shape().vec());
+    (void)ms::ops::call1(ms::ops::conv2d_grad_input_op, {y, w}, ai);
+    m.push_back(ms::dnnl_cache_stats().misses - m[0]);
+    (void)ms::ops::call1(ms::ops::conv2d_grad_weight_op, {y, x}, aw);
+    m.push_back(ms::dnnl_cache_stats().misses - m[0] - m[1]);
+    return m;
+  };
+  CHECK(made(6, 16) == std::vector<std::uint64_t>{1, 1, 1});
+  CHECK(made(1, 32) == std::vector<std::uint64_t>{1, 0, 1});
+  CHECK(made(1, 6) == std::vector<std::uint64_t>{0, 0, 0});
 #endif
 }
 

@@ -187,7 +187,8 @@ TEST_CASE("profiler: chains to the previously installed observer (dump + profile
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("profiler: the summary and the trace name the CPU GEMM path and the primitive cache", "[tools][dnnl]") {
+TEST_CASE("profiler: the summary and the trace name the CPU GEMM and convolution paths and the primitive cache",
+          "[tools][dnnl]") {
   const ms::CpuGemm saved = ms::cpu_gemm();
   const ms::CpuConv saved_conv = ms::cpu_conv();
   if (ms::cpu_gemm_available(ms::CpuGemm::dnnl)) ms::set_cpu_conv(ms::CpuConv::dnnl);
@@ -197,15 +198,19 @@ TEST_CASE("profiler: the summary and the trace name the CPU GEMM path and the pr
   Tensor<float> y = ms::conv2d(x, w);
   y = ms::conv2d(x, w);
   prof.stop();
+  const ms::CpuConv conv = ms::cpu_conv();
+  const std::string table = prof.table(), trace = prof.chrome_trace();
   ms::set_cpu_conv(saved_conv);
   ms_test::require_values(y, std::vector<double>(2 * 3 * 4 * 4, 9.0));  // 3 x 3 windows of ones
   const ms::DnnlCacheStats c = ms::dnnl_cache_stats();
   const std::string line =
-      fmt::format("CPU GEMM: {} ({}); primitive cache {}/{}, {} hits, {} misses", ms::cpu_gemm_name(saved),
-                  ms::dnnl_cpu_isa(), c.size, c.capacity, c.hits, c.misses);
-  CHECK(prof.table().find(line) != std::string::npos);
-  const json other = json::parse(prof.chrome_trace()).at("otherData");
+      fmt::format("CPU GEMM: {} ({}), convolutions {}; primitive cache {}/{}, {} hits, {} misses",
+                  ms::cpu_gemm_name(saved), ms::dnnl_cpu_isa(), ms::cpu_conv_name(conv), c.size, c.capacity, c.hits,
+                  c.misses);
+  CHECK(table.find(line) != std::string::npos);
+  const json other = json::parse(trace).at("otherData");
   CHECK(other.at("cpu_gemm") == std::string(ms::cpu_gemm_name(saved)));
+  CHECK(other.at("cpu_conv") == std::string(ms::cpu_conv_name(conv)));
   CHECK(other.at("dnnl_isa") == ms::dnnl_cpu_isa());
   CHECK(other.at("dnnl_cache").at("hits").get<std::uint64_t>() == c.hits);
 #if defined(MS_HAVE_DNNL)

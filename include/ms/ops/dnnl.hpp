@@ -103,39 +103,63 @@ inline void set_cpu_gemm(CpuGemm g) {
 }
 
 /// How float convolutions run. The im2col kernels lay the receptive fields of a block of
-/// images side by side and run one GEMM per block on the cpu_gemm() path; oneDNN's
-/// convolution primitives on ms's plain NCHW buffers pick its "gemm:jit" implementation,
-/// one image at a time, which measured 1.5-6x slower on LeNet's layers (benchmarks/conv),
-/// so im2col is the default. Its blocked-layout direct kernels would need reorders at
-/// every graph edge.
+/// images side by side and run one GEMM per block on the cpu_gemm() path. oneDNN's
+/// convolution primitives run in layouts of its choice (nChw16c and its direct kernels on
+/// AVX-512), the operands reordered from and to ms's NCHW tensors at each call. Its kernels
+/// vectorize over blocks of 16 channels, so they win where channels fill those blocks and
+/// lose where they do not: benchmarks/conv (AMD Zen 4, batch 64, 1 thread) measured oneDNN
+/// 1.2-2.4x faster on every pass of LeNet's second layer (6 -> 16 channels) and of a 16 -> 32
+/// layer, and 1.4-10x slower on LeNet's first (1 -> 6); on a 1 -> 32 layer faster forward
+/// and for the weight gradient, 9x slower for the input gradient (1 input channel).
+/// CpuConv::automatic, the default with oneDNN, decides per convolution on that rule.
 enum class CpuConv : int {
-  im2col = 0,  ///< ms's im2col/col2im kernels; their GEMMs on the cpu_gemm() path
-  dnnl = 1,    ///< oneDNN convolution primitives (float32; needs a build with oneDNN)
+  im2col = 0,     ///< ms's im2col/col2im kernels; their GEMMs on the cpu_gemm() path
+  dnnl = 1,       ///< oneDNN convolution primitives (float32; needs a build with oneDNN)
+  automatic = 2,  ///< oneDNN where conv_prefers_dnnl says so, im2col otherwise ("auto")
 };
+
+/// "im2col", "dnnl" or "auto".
+inline std::string_view cpu_conv_name(CpuConv c) {
+  return c == CpuConv::dnnl ? "dnnl" : c == CpuConv::automatic ? "auto" : "im2col";
+}
+
+/// Whether CpuConv::automatic runs a convolution pass on oneDNN: when a group has at least
+/// 16 output channels (one AVX-512 block; the forward pass and the weight gradient vectorize
+/// over them), and for the input gradient, which vectorizes over input channels, also at
+/// least 4 input channels per group (measured: 6 won by 1.25x, 1 lost by 9x).
+inline bool conv_prefers_dnnl(std::int64_t in_channels_per_group, std::int64_t out_channels_per_group,
+                              bool input_gradient) {
+  return out_channels_per_group >= 16 && (!input_gradient || in_channels_per_group >= 4);
+}
 
 namespace ops::detail {
 inline std::atomic<int>& cpu_conv_setting() {
   static std::atomic<int> c{[] {
+    const int fallback = static_cast<int>(cpu_gemm_available(CpuGemm::dnnl) ? CpuConv::automatic : CpuConv::im2col);
     const char* e = std::getenv("MS_CPU_CONV");
-    if (!e || !*e) return static_cast<int>(CpuConv::im2col);
+    if (!e || !*e) return fallback;
     const std::string_view v = e;
     if (v == "im2col") return static_cast<int>(CpuConv::im2col);
-    MS_CHECK(v == "dnnl", ValueError, "MS_CPU_CONV: unknown convolution path '{}' (valid: im2col, dnnl)", v);
+    if (v == "auto") return fallback;
+    MS_CHECK(v == "dnnl", ValueError, "MS_CPU_CONV: unknown convolution path '{}' (valid: auto, im2col, dnnl)", v);
     MS_CHECK(cpu_gemm_available(CpuGemm::dnnl), ValueError,
              "MS_CPU_CONV: the 'dnnl' convolution path is not in this build (built without oneDNN: install libdnnl-dev "
-             "and keep MS_USE_DNNL on); available: im2col");
+             "and keep MS_USE_DNNL on); available: auto, im2col");
     return static_cast<int>(CpuConv::dnnl);
   }()};
   return c;
 }
 }  // namespace ops::detail
 
-/// The convolution path in use: MS_CPU_CONV (im2col|dnnl) when set, else im2col.
+/// The convolution path in use: MS_CPU_CONV (auto|im2col|dnnl) when set, else automatic in a
+/// build with oneDNN and im2col without it.
 inline CpuConv cpu_conv() { return static_cast<CpuConv>(ops::detail::cpu_conv_setting().load(std::memory_order_relaxed)); }
-/// Selects the convolution path for the whole process; dnnl without oneDNN is a ValueError.
+/// Selects the convolution path for the whole process; dnnl without oneDNN is a ValueError
+/// (automatic without oneDNN is im2col).
 inline void set_cpu_conv(CpuConv c) {
   MS_CHECK(c != CpuConv::dnnl || cpu_gemm_available(CpuGemm::dnnl), ValueError,
-           "set_cpu_conv: the 'dnnl' convolution path is not in this build (built without oneDNN); available: im2col");
+           "set_cpu_conv: the 'dnnl' convolution path is not in this build (built without oneDNN); available: auto, im2col");
+  if (c == CpuConv::automatic && !cpu_gemm_available(CpuGemm::dnnl)) c = CpuConv::im2col;
   ops::detail::cpu_conv_setting().store(static_cast<int>(c), std::memory_order_relaxed);
 }
 
@@ -302,9 +326,17 @@ inline void gemm_dnnl(const float* a, bool a_col, std::int64_t lda, const float*
 
 /// A created primitive with what its execution needs besides the data.
 struct DnnlPrimitive {
+  /// One operand that the primitive takes in a layout of oneDNN's choice (a blocked one,
+  /// such as nChw16c): that layout, and the reorder from ms's plain layout (an input) or
+  /// to it (an output). Without a reorder the operand is passed as it is.
+  struct Edge {
+    dnnl_memory_desc_t md{};
+    std::shared_ptr<const DnnlPrimitive> reorder;
+  };
   dnnl_primitive_desc_t pd = nullptr;
   dnnl_primitive_t prim = nullptr;
   std::size_t scratch_bytes = 0;
+  std::array<Edge, 3> edges{};  ///< per operand, as the op that made the primitive numbers them
   DnnlPrimitive() = default;
   DnnlPrimitive(const DnnlPrimitive&) = delete;
   DnnlPrimitive& operator=(const DnnlPrimitive&) = delete;
@@ -429,7 +461,7 @@ inline dnnl_primitive_attr_t make_dnnl_attr(bool sum_post_op, std::string_view o
 
 /// Finishes a primitive whose descriptor `p->pd` was just created (status `st`, attributes
 /// `attr`, which are released here).
-inline std::shared_ptr<const DnnlPrimitive> finish_dnnl_primitive(std::shared_ptr<DnnlPrimitive> p, dnnl_status_t st,
+inline std::shared_ptr<DnnlPrimitive> finish_dnnl_primitive(std::shared_ptr<DnnlPrimitive> p, dnnl_status_t st,
                                                                  dnnl_primitive_attr_t attr, std::string_view op,
                                                                  std::string_view shapes) {
   dnnl_primitive_attr_destroy(attr);
@@ -441,7 +473,7 @@ inline std::shared_ptr<const DnnlPrimitive> finish_dnnl_primitive(std::shared_pt
 }
 
 /// Creates a primitive from an op descriptor (see make_dnnl_attr).
-inline std::shared_ptr<const DnnlPrimitive> make_dnnl_primitive(const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
+inline std::shared_ptr<DnnlPrimitive> make_dnnl_primitive(const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
                                                                std::string_view op, std::string_view shapes,
                                                                bool sum_post_op = false) {
   auto p = std::make_shared<DnnlPrimitive>();
@@ -451,7 +483,7 @@ inline std::shared_ptr<const DnnlPrimitive> make_dnnl_primitive(const_dnnl_op_de
 }
 
 /// Creates a reorder (a copy that converts the data type or the layout) from src to dst.
-inline std::shared_ptr<const DnnlPrimitive> make_dnnl_reorder(const dnnl_memory_desc_t& src, const dnnl_memory_desc_t& dst,
+inline std::shared_ptr<DnnlPrimitive> make_dnnl_reorder(const dnnl_memory_desc_t& src, const dnnl_memory_desc_t& dst,
                                                              std::string_view op, std::string_view shapes) {
   auto p = std::make_shared<DnnlPrimitive>();
   dnnl_primitive_attr_t attr = make_dnnl_attr(false, op, shapes);

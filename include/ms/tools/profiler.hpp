@@ -107,12 +107,12 @@ class Profiler : public ops::OpObserver {
   /// Both summaries as fixed-width text tables (rows sorted by total time, largest first).
   std::string table() const;
 
-  /// The CPU GEMM/convolution path, oneDNN's ISA and its primitive cache, e.g.
-  /// "CPU GEMM: dnnl (avx512_core_bf16); primitive cache 6/256, 1194 hits, 6 misses (99.5%)".
+  /// The CPU GEMM and convolution paths, oneDNN's ISA and its primitive cache, e.g. "CPU GEMM:
+  /// dnnl (avx512_core_bf16), convolutions auto; primitive cache 6/256, 1194 hits, 6 misses (99.5%)".
   static std::string cpu_gemm_line();
 
   /// Chrome trace-event JSON (ts/dur in µs; one track per thread and stream; otherData names
-  /// the CPU GEMM path, oneDNN's ISA, the CPU kernels' level and the primitive cache).
+  /// the CPU GEMM and convolution paths, oneDNN's ISA, the CPU kernels' level and the primitive cache).
   MS_IMPL std::string chrome_trace() const;
 
   /// Writes chrome_trace() to `path` atomically (a temporary file next to it, then a rename).
@@ -213,6 +213,7 @@ MS_IMPL std::string Profiler::chrome_trace() const {
                    {"args", {{"name", fmt::format("thread {} / stream {}", key.first, key.second)}}}});
   const DnnlCacheStats c = dnnl_cache_stats();
   nlohmann::json other{{"cpu_gemm", std::string(cpu_gemm_name(cpu_gemm()))},
+                       {"cpu_conv", std::string(cpu_conv_name(cpu_conv()))},
                        {"dnnl_isa", dnnl_cpu_isa()},
                        {"cpu_isa", std::string(cpu::isa_name(cpu::isa()))},
                        {"dnnl_cache", {{"size", c.size}, {"capacity", c.capacity}, {"hits", c.hits}, {"misses", c.misses}}},
@@ -317,8 +318,8 @@ MS_IMPL std::string Profiler::table() const {
 
 MS_IMPL std::string Profiler::cpu_gemm_line() {
   const DnnlCacheStats c = dnnl_cache_stats();
-  return fmt::format("CPU GEMM: {} ({}); primitive cache {}/{}, {} hits, {} misses ({:.1f}%)",
-                     cpu_gemm_name(cpu_gemm()), dnnl_cpu_isa(), c.size, c.capacity, c.hits, c.misses,
+  return fmt::format("CPU GEMM: {} ({}), convolutions {}; primitive cache {}/{}, {} hits, {} misses ({:.1f}%)",
+                     cpu_gemm_name(cpu_gemm()), dnnl_cpu_isa(), cpu_conv_name(cpu_conv()), c.size, c.capacity, c.hits, c.misses,
                      100.0 * c.hit_rate());
 }
 

@@ -6,11 +6,13 @@
 // (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../../core/parallel.hpp"
@@ -314,16 +316,45 @@ inline bool conv_nonempty(const ConvGeom& q) { return q.N > 0 && q.C > 0 && q.O 
 enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
 
 #if defined(MS_HAVE_DNNL)
-/// Whether a float convolution goes to oneDNN's convolution primitives (ms::cpu_conv() is
-/// CpuConv::dnnl and no dimension is empty); otherwise ms's im2col kernels run it.
-inline bool conv_on_dnnl(const ConvGeom& q) {
-  return cpu_conv() == CpuConv::dnnl && conv_nonempty(q);
+/// Whether a float convolution pass goes to oneDNN's convolution primitives: ms::cpu_conv()
+/// is CpuConv::dnnl, or CpuConv::automatic and conv_prefers_dnnl says so; and no dimension
+/// is empty. Otherwise ms's im2col kernels run it.
+inline bool conv_on_dnnl(const ConvGeom& q, ConvPass pass) {
+  const CpuConv c = cpu_conv();
+  return conv_nonempty(q) &&
+         (c == CpuConv::dnnl ||
+          (c == CpuConv::automatic && conv_prefers_dnnl(q.Cg(), q.Og(), pass == ConvPass::grad_input)));
 }
 
-/// One pass of a float convolution on oneDNN, on ms's own contiguous NCHW / OIHW buffers
-/// (no reorders): forward y = conv(a = x, b = w) + bias; grad_input out = the input gradient
-/// of a = g with b = w; grad_weight out = the weight gradient of a = g with b = x. The
-/// primitive comes from the cache (made on first use of the geometry).
+/// Holds the blocked copies of a convolution's operands for one execution (ms's allocator).
+class DnnlConvStaging {
+ public:
+  DnnlConvStaging() = default;
+  DnnlConvStaging(const DnnlConvStaging&) = delete;
+  DnnlConvStaging& operator=(const DnnlConvStaging&) = delete;
+  ~DnnlConvStaging() {
+    for (int i = 0; i < n_; ++i) alloc_.deallocate(buf_[i].first, buf_[i].second);
+  }
+  void* take(std::size_t bytes) {
+    void* p = alloc_.allocate(bytes);
+    buf_[n_++] = {p, bytes};
+    return p;
+  }
+
+ private:
+  Allocator& alloc_ = CachingHostAllocator::instance();
+  std::array<std::pair<void*, std::size_t>, 3> buf_{};
+  int n_ = 0;
+};
+
+/// One pass of a float convolution on oneDNN: forward y = conv(a = x, b = w) + bias;
+/// grad_input out = the input gradient of a = g with b = w; grad_weight out = the weight
+/// gradient of a = g with b = x. At the API the operands are ms's contiguous NCHW / OIHW
+/// buffers; oneDNN chooses the layouts its kernels run in (format "any": for LeNet's second
+/// layer, nChw16c and its direct AVX-512 kernels), and the operands it wants in another layout
+/// are reordered into staging buffers and back. On plain layouts oneDNN falls back to one
+/// im2col GEMM per image, 1.5-6x slower (benchmarks/conv). The primitive and its reorders
+/// come from the cache (made on first use of the geometry).
 inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const void* a, const void* b,
                       const void* bias, void* out, dnnl_data_type_t dt = dnnl_f32) {
   const auto shapes = [&] {
@@ -338,54 +369,98 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const v
   const dnnl_memory_desc_t wei = q.G > 1 ? dnnl_plain_md({q.G, q.Og(), q.Cg(), q.kh, q.kw}, dnnl_goihw, op.name, "", dt)
                                          : dnnl_plain_md({q.O, q.C, q.kh, q.kw}, dnnl_oihw, op.name, "", dt);
   const dnnl_memory_desc_t bmd = dnnl_plain_md({q.O}, dnnl_a, op.name, "", dt);
+  // The operands in the order of the arguments: a, b, out.
+  const dnnl_memory_desc_t* plain[3] = {pass == ConvPass::forward ? &src : &dst,
+                                        pass == ConvPass::grad_weight ? &src : &wei,
+                                        pass == ConvPass::forward ? &dst : pass == ConvPass::grad_input ? &src : &wei};
   const dnnl_dims_t strides{q.sh, q.sw}, dilates{q.dh - 1, q.dw - 1}, pad{q.ph, q.pw};
   auto prim = DnnlCache::instance().get(key, [&] {
     const std::string sh = shapes();
+    auto any = [&](const dnnl_memory_desc_t& md) {
+      dnnl_memory_desc_t r;
+      dnnl_check(dnnl_memory_desc_init_by_tag(&r, md.ndims, md.dims, dt, dnnl_format_tag_any), op.name,
+                 "memory descriptor", sh);
+      return r;
+    };
+    const dnnl_memory_desc_t xs = any(src), ys = any(dst), ws = any(wei);
     dnnl_convolution_desc_t fwd;
-    dnnl_check(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &src, &wei,
-                                                          has_bias ? &bmd : nullptr, &dst, strides, dilates, pad, pad),
+    dnnl_check(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &xs, &ws,
+                                                          has_bias ? &bmd : nullptr, &ys, strides, dilates, pad, pad),
                op.name, "convolution descriptor", sh);
-    if (pass == ConvPass::forward) return make_dnnl_primitive(&fwd, nullptr, op.name, sh);
-    // The backward passes need the forward primitive descriptor as a hint.
-    dnnl_primitive_desc_t hint = nullptr;
-    dnnl_check(dnnl_primitive_desc_create(&hint, &fwd, nullptr, dnnl_engine(), nullptr), op.name,
-               "forward hint descriptor", sh);
-    dnnl_convolution_desc_t bwd;
-    dnnl_status_t st =
-        pass == ConvPass::grad_input
-            ? dnnl_dilated_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &src, &wei, &dst, strides,
-                                                               dilates, pad, pad)
-            : dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src, &wei, nullptr, &dst,
-                                                                  strides, dilates, pad, pad);
-    if (st != dnnl_success) dnnl_primitive_desc_destroy(hint);
-    dnnl_check(st, op.name, "backward convolution descriptor", sh);
-    try {
-      auto p = make_dnnl_primitive(&bwd, hint, op.name, sh);
+    std::shared_ptr<DnnlPrimitive> p;
+    if (pass == ConvPass::forward) {
+      p = make_dnnl_primitive(&fwd, nullptr, op.name, sh);
+    } else {
+      // The backward passes need the forward primitive descriptor as a hint.
+      dnnl_primitive_desc_t hint = nullptr;
+      dnnl_check(dnnl_primitive_desc_create(&hint, &fwd, nullptr, dnnl_engine(), nullptr), op.name,
+                 "forward hint descriptor", sh);
+      dnnl_convolution_desc_t bwd;
+      dnnl_status_t st =
+          pass == ConvPass::grad_input
+              ? dnnl_dilated_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &xs, &ws, &ys, strides,
+                                                                 dilates, pad, pad)
+              : dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &xs, &ws, nullptr,
+                                                                    &ys, strides, dilates, pad, pad);
+      if (st != dnnl_success) dnnl_primitive_desc_destroy(hint);
+      dnnl_check(st, op.name, "backward convolution descriptor", sh);
+      try {
+        p = make_dnnl_primitive(&bwd, hint, op.name, sh);
+      } catch (...) {
+        dnnl_primitive_desc_destroy(hint);
+        throw;
+      }
       dnnl_primitive_desc_destroy(hint);
-      return p;
-    } catch (...) {
-      dnnl_primitive_desc_destroy(hint);
-      throw;
     }
+    // The layouts oneDNN chose, and the reorders to and from ms's.
+    static constexpr dnnl_query_t kQuery[3][3] = {
+        {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md},
+        {dnnl_query_diff_dst_md, dnnl_query_weights_md, dnnl_query_diff_src_md},
+        {dnnl_query_diff_dst_md, dnnl_query_src_md, dnnl_query_diff_weights_md}};
+    for (int i = 0; i < 3; ++i) {
+      const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(p->pd, kQuery[static_cast<int>(pass)][i], 0);
+      MS_CHECK(md != nullptr, BackendError, "{}: oneDNN did not report the layout of operand {} of its convolution ({})",
+               op.name, i, sh);
+      if (dnnl_memory_desc_equal(md, plain[i])) continue;
+      p->edges[static_cast<std::size_t>(i)].md = *md;
+      p->edges[static_cast<std::size_t>(i)].reorder =
+          i < 2 ? make_dnnl_reorder(*plain[i], *md, op.name, sh) : make_dnnl_reorder(*md, *plain[i], op.name, sh);
+    }
+    return p;
   });
+  DnnlConvStaging staging;
+  // An input oneDNN wants in its own layout is reordered into a staging buffer first.
+  auto stage_in = [&](int i, const void* data) -> std::pair<const dnnl_memory_desc_t*, const void*> {
+    const DnnlPrimitive::Edge& e = prim->edges[static_cast<std::size_t>(i)];
+    if (!e.reorder) return {plain[i], data};
+    void* buf = staging.take(dnnl_memory_desc_get_size(&e.md));
+    dnnl_execute<2>(*e.reorder, {{{DNNL_ARG_FROM, plain[i], data}, {DNNL_ARG_TO, &e.md, buf}}}, op.name, shapes);
+    return {&e.md, buf};
+  };
+  const auto [amd, ad] = stage_in(0, a);
+  const auto [bmd2, bd] = stage_in(1, b);
+  const DnnlPrimitive::Edge& oe = prim->edges[2];
+  const dnnl_memory_desc_t* omd = oe.reorder ? &oe.md : plain[2];
+  void* od = oe.reorder ? staging.take(dnnl_memory_desc_get_size(&oe.md)) : out;
   switch (pass) {
     case ConvPass::forward:
       if (has_bias)
-        dnnl_execute<4>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_BIAS, &bmd, bias},
-                                 {DNNL_ARG_DST, &dst, out}}}, op.name, shapes);
+        dnnl_execute<4>(*prim, {{{DNNL_ARG_SRC, amd, ad}, {DNNL_ARG_WEIGHTS, bmd2, bd}, {DNNL_ARG_BIAS, &bmd, bias},
+                                 {DNNL_ARG_DST, omd, od}}}, op.name, shapes);
       else
-        dnnl_execute<3>(*prim, {{{DNNL_ARG_SRC, &src, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DST, &dst, out}}},
+        dnnl_execute<3>(*prim, {{{DNNL_ARG_SRC, amd, ad}, {DNNL_ARG_WEIGHTS, bmd2, bd}, {DNNL_ARG_DST, omd, od}}},
                         op.name, shapes);
       break;
     case ConvPass::grad_input:
-      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_WEIGHTS, &wei, b}, {DNNL_ARG_DIFF_SRC, &src, out}}},
+      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, amd, ad}, {DNNL_ARG_WEIGHTS, bmd2, bd}, {DNNL_ARG_DIFF_SRC, omd, od}}},
                       op.name, shapes);
       break;
     case ConvPass::grad_weight:
-      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, &dst, a}, {DNNL_ARG_SRC, &src, b}, {DNNL_ARG_DIFF_WEIGHTS, &wei, out}}},
+      dnnl_execute<3>(*prim, {{{DNNL_ARG_DIFF_DST, amd, ad}, {DNNL_ARG_SRC, bmd2, bd}, {DNNL_ARG_DIFF_WEIGHTS, omd, od}}},
                       op.name, shapes);
       break;
   }
+  if (oe.reorder) dnnl_execute<2>(*oe.reorder, {{{DNNL_ARG_FROM, omd, od}, {DNNL_ARG_TO, plain[2], out}}}, op.name, shapes);
 }
 #endif
 
@@ -419,7 +494,7 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   if (k.out[0].numel() == 0) return;
 #if defined(MS_HAVE_DNNL)
   if constexpr (std::is_same_v<T, float>) {
-    if (conv_on_dnnl(q)) {
+    if (conv_on_dnnl(q, ConvPass::forward)) {
       const AnyTensor b = bp ? contiguous_raw(k.in[2]) : AnyTensor();
       conv_dnnl(ConvPass::forward, k.op, q, xp, wp, bp ? static_cast<const float*>(b.raw_data()) : nullptr, yp);
       return;
@@ -458,7 +533,7 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
   if (k.out[0].numel() == 0) return;
 #if defined(MS_HAVE_DNNL)
   if constexpr (std::is_same_v<T, float>) {
-    if (conv_on_dnnl(q)) return conv_dnnl(ConvPass::grad_input, k.op, q, gp, wp, nullptr, xp);
+    if (conv_on_dnnl(q, ConvPass::grad_input)) return conv_dnnl(ConvPass::grad_input, k.op, q, gp, wp, nullptr, xp);
   }
 #endif
   for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
@@ -487,7 +562,7 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   T* wp = static_cast<T*>(k.out[0].raw_data());
 #if defined(MS_HAVE_DNNL)
   if constexpr (std::is_same_v<T, float>) {
-    if (conv_on_dnnl(q) && k.out[0].numel() > 0) return conv_dnnl(ConvPass::grad_weight, k.op, q, gp, xp, nullptr, wp);
+    if (conv_on_dnnl(q, ConvPass::grad_weight) && k.out[0].numel() > 0) return conv_dnnl(ConvPass::grad_weight, k.op, q, gp, xp, nullptr, wp);
   }
 #endif
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P(), wsize = q.O * K;

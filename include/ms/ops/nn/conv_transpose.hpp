@@ -104,7 +104,7 @@ void conv_transpose2d_run(const KernelArgs& k, const ConvGeom& q, bool output_pa
   bool done = false;
 #if defined(MS_HAVE_DNNL)
   if constexpr (std::is_same_v<T, float>) {
-    if (conv_on_dnnl(q) && !output_padding_past_stride) {
+    if (conv_on_dnnl(q, ConvPass::grad_input) && !output_padding_past_stride) {
       conv_dnnl(ConvPass::grad_input, k.op, q, xp, wp, nullptr, yp);
       done = true;
     }
