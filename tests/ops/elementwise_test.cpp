@@ -1016,6 +1016,39 @@ TEST_CASE("scalar operands on either side", "[op][elementwise]") {
   REQUIRE((2.0 * m).shape() == Shape({2, 3}));
 }
 
+TEMPLATE_TEST_CASE("comparisons write one bool per element over whole SIMD batches and tails", "[op][elementwise]",
+                   float, double) {
+  // 1,003 elements: many full batches at every ISA level, then a tail; ties and NaNs mixed in,
+  // both operands contiguous, and each side a broadcast scalar.
+  const std::int64_t n = 1003;
+  std::vector<TestType> av(static_cast<std::size_t>(n)), bv(static_cast<std::size_t>(n));
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> d(-3, 3);
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    av[i] = static_cast<TestType>(d(rng));
+    bv[i] = i % 37 == 5 ? static_cast<TestType>(NAN) : static_cast<TestType>(d(rng));
+  }
+  Tensor<TestType> a = make(av, Shape{n}), b = make(bv, Shape{n});
+  const TestType s = 1;
+  auto check = [&](const Tensor<bool>& got, auto ref, const char* what) {
+    INFO(what);
+    const std::vector<bool> g = got.to_vector();
+    REQUIRE(g.size() == av.size());
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < av.size(); ++i) bad += g[i] != ref(i);
+    CHECK(bad == 0);
+  };
+  check(a > b, [&](std::size_t i) { return av[i] > bv[i]; }, "a > b");
+  check(a >= b, [&](std::size_t i) { return av[i] >= bv[i]; }, "a >= b");
+  check(a < b, [&](std::size_t i) { return av[i] < bv[i]; }, "a < b");
+  check(a <= b, [&](std::size_t i) { return av[i] <= bv[i]; }, "a <= b");
+  check(a == b, [&](std::size_t i) { return av[i] == bv[i]; }, "a == b");
+  check(a != b, [&](std::size_t i) { return av[i] != bv[i]; }, "a != b");
+  Tensor<TestType> sc = make(std::vector<TestType>{s}, Shape{1});
+  check(ms::gt(b, sc), [&](std::size_t i) { return bv[i] > s; }, "b > scalar");
+  check(ms::gt(sc, b), [&](std::size_t i) { return s > bv[i]; }, "scalar > b");
+}
+
 TEST_CASE("C++ operators on Tensor<T>", "[op][elementwise]") {
   using ms_test::require_values;
   Tensor<double> a{1, -2, 3, NAN}, b{4, 5, 3, 1};

@@ -58,6 +58,19 @@ inline constexpr auto kBoolBytes = [] {
 template <class T, class A>
 inline void store_bools(const xsimd::batch_bool<T, A>& m, bool* out) {
 #if defined(__AVX2__)
+  // AVX-512 masks are k-registers (an integer): eight lanes per table lookup. xsimd writes
+  // them one bit at a time, and a float comparison producing bools took 5% of the captured
+  // LeNet step that way (the ReLU gradient's mask).
+  using R = typename xsimd::batch_bool<T, A>::register_type;
+  if constexpr (std::is_integral_v<R>) {
+    constexpr std::size_t lanes = xsimd::batch_bool<T, A>::size;
+    const auto bits = static_cast<std::uint64_t>(static_cast<R>(m));
+    for (std::size_t j = 0; j < lanes; j += 8) {
+      const std::uint64_t bytes = kBoolBytes[static_cast<unsigned>((bits >> j) & 0xFFu)];
+      std::memcpy(out + j, &bytes, lanes - j < 8 ? lanes - j : 8);
+    }
+    return;
+  }
   // 256-bit masks of AVX and AVX2 (an AVX-512 batch_bool is a k-register, smaller), told
   // apart by arch and size: std::is_same on __m256 drops its attributes with a warning.
   constexpr bool ymm = std::is_base_of_v<xsimd::avx, A> && sizeof(typename xsimd::batch_bool<T, A>::register_type) == 32;
