@@ -1,7 +1,7 @@
 #pragma once
 // conv2d on NCHW tensors (float32 and float64): im2col over blocks of images, parallel over
-// the blocks, with its GEMMs on the ms::cpu_gemm() path, or oneDNN's convolution primitives
-// with ms::cpu_conv() (see ops/dnnl.hpp). Belongs here: its definition, inference, kernels
+// the blocks, with its GEMMs on the ms::cpu_gemm() path, or oneDNN's convolution primitives in
+// oneDNN's blocked layouts, per convolution as ms::cpu_conv() decides (see ops/dnnl.hpp). Belongs here: its definition, inference, kernels
 // and cost, the im2col/col2im helpers, and the backward ops its gradient rule needs
 // (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
 
@@ -610,7 +610,7 @@ MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   d.input_names = {"input", "weight", "bias"};
   d.category = Category::nn;
   d.num_inputs = -1;  // x, weight and an optional bias
-  d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM";
+  d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM or oneDNN (ms::cpu_conv)";
   d.attr_schema = &attr_schema<Conv2dAttrs>("Conv2dAttrs");
   d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
