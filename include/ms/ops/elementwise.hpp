@@ -58,11 +58,12 @@ inline constexpr auto kBoolBytes = [] {
 template <class T, class A>
 inline void store_bools(const xsimd::batch_bool<T, A>& m, bool* out) {
 #if defined(__AVX2__)
-  // AVX-512 masks are k-registers (an integer): eight lanes per table lookup. xsimd writes
-  // them one bit at a time, and a float comparison producing bools took 5% of the captured
-  // LeNet step that way (the ReLU gradient's mask).
-  using R = typename xsimd::batch_bool<T, A>::register_type;
-  if constexpr (std::is_integral_v<R>) {
+#if defined(__AVX512F__)
+  // AVX-512 masks of floats and doubles are k-registers (an integer): eight lanes per table
+  // lookup. xsimd writes them one bit at a time, and a float comparison producing bools took
+  // 5% of the captured LeNet step that way (the ReLU gradient's mask).
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    using R = typename xsimd::batch_bool<T, A>::register_type;  // __mmask16 or __mmask8
     constexpr std::size_t lanes = xsimd::batch_bool<T, A>::size;
     const auto bits = static_cast<std::uint64_t>(static_cast<R>(m));
     for (std::size_t j = 0; j < lanes; j += 8) {
@@ -71,6 +72,7 @@ inline void store_bools(const xsimd::batch_bool<T, A>& m, bool* out) {
     }
     return;
   }
+#endif
   // 256-bit masks of AVX and AVX2 (an AVX-512 batch_bool is a k-register, smaller), told
   // apart by arch and size: std::is_same on __m256 drops its attributes with a warning.
   constexpr bool ymm = std::is_base_of_v<xsimd::avx, A> && sizeof(typename xsimd::batch_bool<T, A>::register_type) == 32;
