@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../core/allocator.hpp"
@@ -491,6 +492,30 @@ inline std::shared_ptr<DnnlPrimitive> make_dnnl_reorder(const dnnl_memory_desc_t
   return finish_dnnl_primitive(std::move(p), st, attr, op, shapes);
 }
 
+/// Up to N buffers from ms's host allocator for the operands of one oneDNN call (converted
+/// or reordered copies), returned to it when the scope ends, also on an exception.
+template <std::size_t N>
+class DnnlStaging {
+ public:
+  DnnlStaging() = default;
+  DnnlStaging(const DnnlStaging&) = delete;
+  DnnlStaging& operator=(const DnnlStaging&) = delete;
+  ~DnnlStaging() {
+    for (std::size_t i = 0; i < n_; ++i) alloc_.deallocate(buf_[i].first, buf_[i].second);
+  }
+  void* take(std::size_t bytes) {
+    MS_CHECK(n_ < N, BackendError, "DnnlStaging: more than {} buffers", N);
+    void* p = alloc_.allocate(bytes);
+    buf_[n_++] = {p, bytes};
+    return p;
+  }
+
+ private:
+  Allocator& alloc_ = CachingHostAllocator::instance();
+  std::array<std::pair<void*, std::size_t>, N> buf_{};
+  std::size_t n_ = 0;
+};
+
 /// One argument of an execution: its oneDNN name, layout and data.
 struct DnnlArg {
   int name;
@@ -607,28 +632,18 @@ inline constexpr std::int64_t kDnnlSerialReorder = std::int64_t{1} << 19;
 inline void gemm_dnnl_bf16_from_f32(const float* a, bool a_col, std::int64_t lda, const float* b, bool b_col,
                                     std::int64_t ldb, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                                     bool accumulate) {
-  Allocator& alloc = CachingHostAllocator::instance();
-  const std::size_t abytes = static_cast<std::size_t>(M * K) * 2, bbytes = static_cast<std::size_t>(K * N) * 2;
-  void* abuf = alloc.allocate(abytes);
-  void* bbuf = nullptr;
-  try {
-    bbuf = alloc.allocate(bbytes);
-    // The conversions are memory-bound and short: on one thread below kDnnlSerialReorder
-    // elements (see DnnlSerialScope).
-    const auto to_bf16 = [&](std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, void* out) {
-      const DnnlSerialScope serial(rows * cols < kDnnlSerialReorder);
-      return reorder_matrix_dnnl(rows, cols, m, dnnl_bf16, out, "matmul");
-    };
-    const DnnlMatrix a16 = to_bf16(M, K, {a, dnnl_f32, a_col, lda}, abuf);
-    const DnnlMatrix b16 = to_bf16(K, N, {b, dnnl_f32, b_col, ldb}, bbuf);
-    matmul_dnnl(a16, b16, c, dnnl_f32, M, N, K, accumulate, "matmul");
-  } catch (...) {
-    alloc.deallocate(abuf, abytes);
-    if (bbuf) alloc.deallocate(bbuf, bbytes);
-    throw;
-  }
-  alloc.deallocate(abuf, abytes);
-  alloc.deallocate(bbuf, bbytes);
+  DnnlStaging<2> staging;
+  void* abuf = staging.take(static_cast<std::size_t>(M * K) * 2);
+  void* bbuf = staging.take(static_cast<std::size_t>(K * N) * 2);
+  // The conversions are memory-bound and short: on one thread below kDnnlSerialReorder
+  // elements (see DnnlSerialScope).
+  const auto to_bf16 = [&](std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, void* out) {
+    const DnnlSerialScope serial(rows * cols < kDnnlSerialReorder);
+    return reorder_matrix_dnnl(rows, cols, m, dnnl_bf16, out, "matmul");
+  };
+  const DnnlMatrix a16 = to_bf16(M, K, {a, dnnl_f32, a_col, lda}, abuf);
+  const DnnlMatrix b16 = to_bf16(K, N, {b, dnnl_f32, b_col, ldb}, bbuf);
+  matmul_dnnl(a16, b16, c, dnnl_f32, M, N, K, accumulate, "matmul");
 }
 
 }  // namespace ops::detail

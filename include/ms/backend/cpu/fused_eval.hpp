@@ -170,7 +170,7 @@ class FusedEval {
     // The instruction list runs on kEvalBlock elements, whose temporaries stay in L1.
     const std::int64_t step = src.use_compiled && src.ngather == 0 ? kCompiledChunk : kEvalBlock;
     parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-      Scratch sc = scratch(src, false, std::min(step, kEvalBlock));  // generated code uses no temporaries
+      Scratch sc = scratch(src, false, kEvalBlock);
       for (std::int64_t i = b; i < e; i += step) eval_block(src, os, i, std::min(step, e - i), sc, obase + i * oesize);
     }, kBlock);
   }

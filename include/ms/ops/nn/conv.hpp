@@ -1,8 +1,8 @@
 #pragma once
 // conv2d on NCHW tensors (float32 and float64): im2col over blocks of images, parallel over
 // the blocks, with its GEMMs on the ms::cpu_gemm() path, or oneDNN's convolution primitives in
-// oneDNN's blocked layouts, per convolution as ms::cpu_conv() decides (see ops/dnnl.hpp). Belongs here: its definition, inference, kernels
-// and cost, the im2col/col2im helpers, and the backward ops its gradient rule needs
+// oneDNN's blocked layouts, per convolution as ms::cpu_conv() decides (see ops/dnnl.hpp).
+// Belongs here: its definition, inference, kernels and cost, the im2col/col2im helpers, and the backward ops its gradient rule needs
 // (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
 
 #include <algorithm>
@@ -326,27 +326,6 @@ inline bool conv_on_dnnl(const ConvGeom& q, ConvPass pass) {
           (c == CpuConv::automatic && conv_prefers_dnnl(q.Cg(), q.Og(), pass == ConvPass::grad_input)));
 }
 
-/// Holds the blocked copies of a convolution's operands for one execution (ms's allocator).
-class DnnlConvStaging {
- public:
-  DnnlConvStaging() = default;
-  DnnlConvStaging(const DnnlConvStaging&) = delete;
-  DnnlConvStaging& operator=(const DnnlConvStaging&) = delete;
-  ~DnnlConvStaging() {
-    for (int i = 0; i < n_; ++i) alloc_.deallocate(buf_[i].first, buf_[i].second);
-  }
-  void* take(std::size_t bytes) {
-    void* p = alloc_.allocate(bytes);
-    buf_[n_++] = {p, bytes};
-    return p;
-  }
-
- private:
-  Allocator& alloc_ = CachingHostAllocator::instance();
-  std::array<std::pair<void*, std::size_t>, 3> buf_{};
-  int n_ = 0;
-};
-
 /// One pass of a float convolution on oneDNN: forward y = conv(a = x, b = w) + bias;
 /// grad_input out = the input gradient of a = g with b = w; grad_weight out = the weight
 /// gradient of a = g with b = x. At the API the operands are ms's contiguous NCHW / OIHW
@@ -428,7 +407,7 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const v
     }
     return p;
   });
-  DnnlConvStaging staging;
+  DnnlStaging<3> staging;
   // An input oneDNN wants in its own layout is reordered into a staging buffer first.
   auto stage_in = [&](int i, const void* data) -> std::pair<const dnnl_memory_desc_t*, const void*> {
     const DnnlPrimitive::Edge& e = prim->edges[static_cast<std::size_t>(i)];
