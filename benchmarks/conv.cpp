@@ -1,13 +1,15 @@
 // Convolution time, float32, on LeNet-5's two layers at batch 64 (the shapes of the
 // training step) and two wider layers: the forward pass, the input gradient and the weight
 // gradient, each
-//   ms_auto_*     ms's default (CpuConv::automatic): per pass, oneDNN's primitives or im2col
+//   ms_auto_*     ms's default (CpuConv::automatic): per pass, the direct kernels, oneDNN's
+//                 primitives or im2col
+//   ms_direct_*   ms's direct kernels (MS_CPU_CONV=direct; forward and weight gradient)
 //   ms_im2col_*   im2col over blocks of images, GEMMs on oneDNN's sgemm (MS_CPU_CONV=im2col)
 //   ms_eigen_*    the same kernels with Eigen's GEMM (MS_CPU_GEMM=eigen)
 //   ms_dnnl_*     oneDNN's convolution primitives in its blocked layouts (MS_CPU_CONV=dnnl)
 // beside LibTorch's convolution and its backward (at::convolution_backward) when found.
 // The summary prints the ratios (below 1: faster): the default against LibTorch, and the
-// ones that decide the default's rule (ms::conv_prefers_dnnl).
+// ones that decide the default's rule (ms::conv_prefers_direct, ms::conv_prefers_dnnl).
 //
 //   ./conv                                 # both layers, 1 and 2 threads
 //   ./conv --benchmark_filter='fwd'        # forward passes only
@@ -30,10 +32,11 @@ struct Layer {
   std::int64_t n, c, h, w, o, k, pad;
 };
 // LeNet-5 at batch 64: conv1 1 -> 6 channels, 5 x 5, padding 2, on 28 x 28; conv2 6 -> 16 on 14 x 14.
-// Then two wider layers at batch 64: a first layer 1 -> 32 (5 x 5 on 28 x 28) and a middle
-// one 16 -> 32 (3 x 3, padding 1, on 14 x 14).
-constexpr Layer kLayers[] = {
-    {64, 1, 28, 28, 6, 5, 2}, {64, 6, 14, 14, 16, 5, 0}, {64, 1, 28, 28, 32, 5, 2}, {64, 16, 14, 14, 32, 3, 1}};
+// Then three more layers at batch 64: a first layer 1 -> 32 (5 x 5 on 28 x 28), a middle
+// one 16 -> 32 (3 x 3, padding 1, on 14 x 14), and an RGB first layer 3 -> 16 (3 x 3,
+// padding 1, on 32 x 32).
+constexpr Layer kLayers[] = {{64, 1, 28, 28, 6, 5, 2},    {64, 6, 14, 14, 16, 5, 0}, {64, 1, 28, 28, 32, 5, 2},
+                             {64, 16, 14, 14, 32, 3, 1}, {64, 3, 32, 32, 16, 3, 1}};
 
 enum class Pass { fwd, grad_input, grad_weight };
 
@@ -78,6 +81,8 @@ using ms::CpuGemm;
 void ms_auto_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::automatic); }
 void ms_auto_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::dnnl, CpuConv::automatic); }
 void ms_auto_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::automatic); }
+void ms_direct_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::direct); }
+void ms_direct_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::direct); }
 void ms_im2col_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::im2col); }
 void ms_im2col_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::dnnl, CpuConv::im2col); }
 void ms_im2col_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::im2col); }
@@ -120,7 +125,7 @@ void torch_grad_weight(benchmark::State& s) { torch_conv(s, Pass::grad_weight); 
 int main(int argc, char** argv) {
   std::printf("conv: oneDNN ISA %s\n", ms::dnnl_cpu_isa().c_str());
   for (int threads : {1, 2})
-    for (int layer : {0, 1, 2, 3}) {
+    for (int layer : {0, 1, 2, 3, 4}) {
       auto add = [&](const char* name, void (*fn)(benchmark::State&)) {
         benchmark::RegisterBenchmark(name, fn)
             ->Args({layer, threads})
@@ -129,6 +134,7 @@ int main(int argc, char** argv) {
             ->UseRealTime();
       };
       add("ms_auto_fwd", ms_auto_fwd);
+      add("ms_direct_fwd", ms_direct_fwd);
       add("ms_im2col_fwd", ms_im2col_fwd);
       add("ms_eigen_fwd", ms_eigen_fwd);
       add("ms_dnnl_fwd", ms_dnnl_fwd);
@@ -137,6 +143,7 @@ int main(int argc, char** argv) {
       add("ms_eigen_grad_input", ms_eigen_grad_input);
       add("ms_dnnl_grad_input", ms_dnnl_grad_input);
       add("ms_auto_grad_weight", ms_auto_grad_weight);
+      add("ms_direct_grad_weight", ms_direct_grad_weight);
       add("ms_im2col_grad_weight", ms_im2col_grad_weight);
       add("ms_eigen_grad_weight", ms_eigen_grad_weight);
       add("ms_dnnl_grad_weight", ms_dnnl_grad_weight);
@@ -150,6 +157,10 @@ int main(int argc, char** argv) {
     ms_bench::compare("ms_auto_" + p, "torch_" + p, "conv " + p + " ms vs LibTorch");
     ms_bench::compare("ms_im2col_" + p, "ms_eigen_" + p, "conv " + p + " im2col: oneDNN sgemm vs Eigen GEMM");
     ms_bench::compare("ms_dnnl_" + p, "ms_im2col_" + p, "conv " + p + " oneDNN primitive vs im2col");
+    if (p != "grad_input") {
+      ms_bench::compare("ms_direct_" + p, "ms_im2col_" + p, "conv " + p + " direct vs im2col");
+      ms_bench::compare("ms_direct_" + p, "ms_dnnl_" + p, "conv " + p + " direct vs oneDNN primitive");
+    }
   }
   return ms_bench::main(argc, argv);
 }

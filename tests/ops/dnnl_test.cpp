@@ -27,9 +27,12 @@ std::vector<std::pair<CpuGemm, ms::CpuConv>> conv_paths() {
   std::vector<std::pair<CpuGemm, ms::CpuConv>> v;
   for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
     if (ms::cpu_gemm_available(g)) v.push_back({g, ms::CpuConv::im2col});
+  v.push_back({CpuGemm::eigen, ms::CpuConv::direct});
   if (ms::cpu_gemm_available(CpuGemm::dnnl)) {
     v.push_back({CpuGemm::dnnl, ms::CpuConv::dnnl});
     v.push_back({CpuGemm::dnnl, ms::CpuConv::automatic});
+  } else {
+    v.push_back({CpuGemm::eigen, ms::CpuConv::automatic});
   }
   return v;
 }
@@ -83,18 +86,17 @@ TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
   CHECK_THROWS_AS(ms::set_cpu_gemm(CpuGemm::dnnl), ms::ValueError);
   CHECK_THROWS_AS(ms::set_cpu_conv(ms::CpuConv::dnnl), ms::ValueError);
 #endif
-  // automatic (oneDNN or im2col per convolution) is the default convolution of a build with
-  // oneDNN, im2col without it, unless MS_CPU_CONV says otherwise.
-#if defined(MS_HAVE_DNNL)
+  // automatic (direct, oneDNN or im2col per convolution pass) is the default convolution
+  // path, with or without oneDNN, unless MS_CPU_CONV says otherwise.
   if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.conv == ms::CpuConv::automatic);
-#else
-  if (std::getenv("MS_CPU_CONV") == nullptr) CHECK(guard.conv == ms::CpuConv::im2col);
-  ms::set_cpu_conv(ms::CpuConv::automatic);  // nothing to choose from: im2col
-  CHECK(ms::cpu_conv() == ms::CpuConv::im2col);
-#endif
+  ms::set_cpu_conv(ms::CpuConv::direct);
+  CHECK(ms::cpu_conv() == ms::CpuConv::direct);
+  ms::set_cpu_conv(ms::CpuConv::automatic);
+  CHECK(ms::cpu_conv() == ms::CpuConv::automatic);
   CHECK(ms::cpu_conv_name(ms::CpuConv::automatic) == "auto");
   CHECK(ms::cpu_conv_name(ms::CpuConv::im2col) == "im2col");
   CHECK(ms::cpu_conv_name(ms::CpuConv::dnnl) == "dnnl");
+  CHECK(ms::cpu_conv_name(ms::CpuConv::direct) == "direct");
 #if defined(MS_HAVE_DNNL)
   // The default of a build with oneDNN, unless the environment chose another path.
   if (std::getenv("MS_CPU_GEMM") == nullptr) CHECK(guard.gemm == CpuGemm::dnnl);
@@ -144,6 +146,10 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
       {{3, 4, 6, 6}, {4, 1, 3, 3}, 2, 1, 1, 4},        // depthwise, stride 2
       {{2, 1, 12, 12}, {32, 1, 5, 5}, 1, 2, 1, 1},     // 1 -> 32: automatic takes oneDNN but for the input gradient
       {{2, 8, 9, 9}, {32, 4, 3, 3}, 2, 1, 1, 2},       // groups 2 of 4 -> 16, stride 2: oneDNN's blocked layouts
+      {{2, 3, 10, 37}, {9, 3, 3, 3}, 1, 1, 1, 1},      // RGB 3x3: direct under automatic; rows of 37 (partial batches)
+      {{2, 4, 7, 9}, {6, 2, 4, 5}, 1, {0, 2}, 1, 2},   // groups 2, 4x5: direct forward (forced), no padded rows
+      {{1, 2, 5, 6}, {3, 2, 2, 3}, 1, {3, 1}, 1, 1},   // padding taller than the kernel: rows of zeros only
+      {{3, 1, 9, 40}, {11, 1, 5, 3}, 1, {2, 1}, 1, 1}, // 11 output channels: uneven channel blocks, 3 weight chunks
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -211,7 +217,7 @@ TEST_CASE("oneDNN: the primitive cache is bounded and reports its use", "[op][dn
 #endif
 }
 
-TEST_CASE("conv: the automatic path takes oneDNN where output channels fill a 16-channel block", "[op][dnnl][conv2d]") {
+TEST_CASE("conv: the automatic path takes the direct kernels for small receptive fields, oneDNN where output channels fill a 16-channel block", "[op][dnnl][conv2d]") {
   // The rule (benchmarks/conv): forward and weight gradient on oneDNN from 16 output channels
   // per group; the input gradient also needs 4 input channels per group.
   CHECK(ms::conv_prefers_dnnl(6, 16, false));
@@ -220,6 +226,13 @@ TEST_CASE("conv: the automatic path takes oneDNN where output channels fill a 16
   CHECK_FALSE(ms::conv_prefers_dnnl(1, 32, true));
   CHECK_FALSE(ms::conv_prefers_dnnl(1, 6, false));
   CHECK_FALSE(ms::conv_prefers_dnnl(64, 15, false));
+  // The direct kernels where a receptive field holds at most 32 values and a group at most
+  // 16 output channels (taken before oneDNN).
+  CHECK(ms::conv_prefers_direct(1, 6, 5, 5));
+  CHECK(ms::conv_prefers_direct(3, 16, 3, 3));
+  CHECK_FALSE(ms::conv_prefers_direct(1, 32, 5, 5));
+  CHECK_FALSE(ms::conv_prefers_direct(6, 16, 5, 5));
+  CHECK_FALSE(ms::conv_prefers_direct(4, 8, 3, 3));
 #if defined(MS_HAVE_DNNL)
   GemmPathGuard guard;
   ms::set_cpu_gemm(CpuGemm::dnnl);
@@ -243,6 +256,9 @@ TEST_CASE("conv: the automatic path takes oneDNN where output channels fill a 16
   };
   CHECK(made(6, 16) == std::vector<std::uint64_t>{1, 1, 1});
   CHECK(made(1, 32) == std::vector<std::uint64_t>{1, 0, 1});
+  // 1 -> 16 (3x3): the direct kernels take the forward pass and the weight gradient, and the
+  // input gradient of one input channel stays on im2col.
+  CHECK(made(1, 16) == std::vector<std::uint64_t>{0, 0, 0});
   CHECK(made(1, 6) == std::vector<std::uint64_t>{0, 0, 0});
 #endif
 }

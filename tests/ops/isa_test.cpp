@@ -191,6 +191,45 @@ TEST_CASE("isa: a fused chain replays at every level like the baseline's eager o
   }
 }
 
+TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are each level's own; the convolution's agree with the baseline",
+          "[isa][op][conv2d]") {
+  IsaGuard guard;
+  ms_test::CpuPathGuard paths;
+  ms::set_cpu_conv(ms::CpuConv::direct);
+  // Rows of 29 outputs (a partial batch at every width), 5 output channels, padding 2.
+  const auto x = ms_test::random_floats(ms::Shape{3, 2, 11, 29}, 1, -1, 1);
+  const auto w = ms_test::random_floats(ms::Shape{5, 2, 5, 5}, 2, -1, 1);
+  const auto b = ms_test::random_floats(ms::Shape{5}, 3, -1, 1);
+  const auto g = ms_test::random_floats(ms::Shape{3, 5, 11, 29}, 4, -1, 1);
+  ms::ops::Attrs aw{{"stride", ms::ops::IntList{1, 1}}, {"padding", ms::ops::IntList{2, 2}},
+                    {"dilation", ms::ops::IntList{1, 1}}, {"groups", std::int64_t{1}}, {"weight_shape", w.shape().vec()}};
+  auto run = [&] {
+    return std::pair{ms::conv2d(x, w, b, 1, 2).to_vector(),
+                     ms::Tensor<float>(ms::ops::call1(ms::ops::conv2d_grad_weight_op, {g, x}, aw)).to_vector()};
+  };
+  ms::cpu::set_isa(Isa::baseline);
+  const auto ref = run();
+  for (Isa l : runnable_isas()) {
+    INFO("level " << ms::cpu::isa_name(l));
+    ms::cpu::set_isa(l);
+    const std::pair<const char*, ms::ops::IsaFn> kernels[] = {
+        {"conv_direct_forward", &ms::ops::detail::conv_direct_forward},
+        {"conv_direct_grad_weight", &ms::ops::detail::conv_direct_grad_weight},
+        {"max_pool_dense", &ms::ops::detail::max_pool_dense}};
+    for (auto [name, base] : kernels) {
+      INFO(name);
+      // Above the baseline, the level's own copy (its row in the section ms_isa_fns).
+      CHECK((ms::cpu::isa_function(name, base) != base) == (l != Isa::baseline));
+    }
+    const auto got = run(), again = run();
+    CHECK(got == again);  // the same level: the same bits
+    for (std::size_t i = 0; i < ref.first.size(); ++i)
+      CHECK(std::abs(got.first[i] - ref.first[i]) <= 2e-6f * std::max(1.0f, std::abs(ref.first[i])));
+    for (std::size_t i = 0; i < ref.second.size(); ++i)
+      CHECK(std::abs(got.second[i] - ref.second[i]) <= 1e-4f * std::max(1.0f, std::abs(ref.second[i])));
+  }
+}
+
 }  // namespace isa_test
 
 namespace isa_test {

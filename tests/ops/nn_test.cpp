@@ -271,14 +271,15 @@ TEST_CASE("max_pool2d: NaN propagates, -inf is a value", "[nn][pool]") {
   CHECK(Tensor<i64>(idx).to_vector() == std::vector<i64>{1, 0});
 }
 
-TEST_CASE("max_pool2d 2x2 stride 2: any row width, ties, NaN and infinities, in f32 and f64", "[nn][pool]") {
+TEST_CASE("max_pool2d 2x2 stride 2: any row width, ties, NaN and infinities, in f32 and f64", "[nn][pool][op]") {
   // The window rule, visited in row-major order: a later candidate is taken when it is
   // greater, or when it is NaN and the best so far is not (the first maximum and the first
-  // NaN win). Float rows of 2 x 2 windows take a SIMD path eight outputs at a time, with a
-  // masked last group; widths below cover whole groups, partial ones and odd widths.
+  // NaN win). Float rows of 2 x 2 windows take a SIMD path 8 (AVX2) or 16 (AVX-512) outputs
+  // at a time, with a masked last group; widths below cover whole groups, partial ones and
+  // odd widths. Tagged [op]: it runs again at every CPU level.
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   for (const Shape& xs : {Shape{2, 3, 28, 28}, Shape{1, 2, 9, 31}, Shape{1, 1, 4, 17}, Shape{1, 1, 2, 2},
-                          Shape{2, 1, 6, 40}, Shape{1, 1, 3, 3}}) {
+                          Shape{2, 1, 6, 40}, Shape{1, 1, 3, 3}, Shape{1, 2, 4, 66}}) {
     INFO("input " << ms::shape_str(xs));
     std::mt19937 gen(7);
     std::uniform_int_distribution<int> small(0, 3), pick(0, 99);

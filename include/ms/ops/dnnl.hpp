@@ -112,16 +112,39 @@ inline void set_cpu_gemm(CpuGemm g) {
 /// 1.2-2.4x faster on every pass of LeNet's second layer (6 -> 16 channels) and of a 16 -> 32
 /// layer, and 1.4-10x slower on LeNet's first (1 -> 6); on a 1 -> 32 layer faster forward
 /// and for the weight gradient, 9x slower for the input gradient (1 input channel).
-/// CpuConv::automatic, the default with oneDNN, decides per convolution on that rule.
+/// CpuConv::automatic, the default, decides per convolution pass on that rule and the next.
+/// ms's direct kernels (backend/cpu/kernels/conv_direct.hpp) compute float32 convolutions of
+/// stride and dilation 1 row by row with no im2col matrix: the forward pass and the weight
+/// gradient (kernel widths 3 and 5). They win where few input channels make the im2col
+/// matrix short and its GEMM memory-bound, and few output channels leave oneDNN's 16-channel
+/// blocks empty (LeNet's first layer, see conv_prefers_direct).
 enum class CpuConv : int {
   im2col = 0,     ///< ms's im2col/col2im kernels; their GEMMs on the cpu_gemm() path
   dnnl = 1,       ///< oneDNN convolution primitives (float32; needs a build with oneDNN)
-  automatic = 2,  ///< oneDNN where conv_prefers_dnnl says so, im2col otherwise ("auto")
+  automatic = 2,  ///< per pass: direct where conv_prefers_direct, oneDNN where conv_prefers_dnnl, im2col otherwise ("auto")
+  direct = 3,     ///< ms's direct kernels wherever they apply (stride 1, dilation 1; not the input gradient), im2col otherwise
 };
 
-/// "im2col", "dnnl" or "auto".
+/// "im2col", "dnnl", "auto" or "direct".
 inline std::string_view cpu_conv_name(CpuConv c) {
-  return c == CpuConv::dnnl ? "dnnl" : c == CpuConv::automatic ? "auto" : "im2col";
+  switch (c) {
+    case CpuConv::dnnl: return "dnnl";
+    case CpuConv::automatic: return "auto";
+    case CpuConv::direct: return "direct";
+    default: return "im2col";
+  }
+}
+
+/// Whether CpuConv::automatic runs a pass that the direct kernels can compute on them: when
+/// a receptive field (in_channels_per_group x kH x kW) holds at most 32 values and a group
+/// has at most 16 output channels. Measured (benchmarks/conv, AMD Zen 4, batch 64, 1 thread,
+/// forward / weight gradient): 1 -> 6 5x5 on 28x28 220 / 260 us against im2col's 320 / 329
+/// and oneDNN's 558 / 420; 3 -> 16 3x3 on 32x32 735 / 586 against 846 / 3890 and 917 / 694;
+/// but 1 -> 32 5x5 1178 / 1055 against oneDNN's 1014 / 970 (its kernels vectorize over
+/// the output channels, which fill two blocks there).
+inline bool conv_prefers_direct(std::int64_t in_channels_per_group, std::int64_t out_channels_per_group,
+                                std::int64_t kernel_h, std::int64_t kernel_w) {
+  return in_channels_per_group * kernel_h * kernel_w <= 32 && out_channels_per_group <= 16;
 }
 
 /// Whether CpuConv::automatic runs a convolution pass on oneDNN: when a group has at least
@@ -136,31 +159,31 @@ inline bool conv_prefers_dnnl(std::int64_t in_channels_per_group, std::int64_t o
 namespace ops::detail {
 inline std::atomic<int>& cpu_conv_setting() {
   static std::atomic<int> c{[] {
-    const int fallback = static_cast<int>(cpu_gemm_available(CpuGemm::dnnl) ? CpuConv::automatic : CpuConv::im2col);
+    const int fallback = static_cast<int>(CpuConv::automatic);
     const char* e = std::getenv("MS_CPU_CONV");
     if (!e || !*e) return fallback;
     const std::string_view v = e;
     if (v == "im2col") return static_cast<int>(CpuConv::im2col);
+    if (v == "direct") return static_cast<int>(CpuConv::direct);
     if (v == "auto") return fallback;
-    MS_CHECK(v == "dnnl", ValueError, "MS_CPU_CONV: unknown convolution path '{}' (valid: auto, im2col, dnnl)", v);
+    MS_CHECK(v == "dnnl", ValueError, "MS_CPU_CONV: unknown convolution path '{}' (valid: auto, im2col, direct, dnnl)", v);
     MS_CHECK(cpu_gemm_available(CpuGemm::dnnl), ValueError,
              "MS_CPU_CONV: the 'dnnl' convolution path is not in this build (built without oneDNN: install libdnnl-dev "
-             "and keep MS_USE_DNNL on); available: auto, im2col");
+             "and keep MS_USE_DNNL on); available: auto, im2col, direct");
     return static_cast<int>(CpuConv::dnnl);
   }()};
   return c;
 }
 }  // namespace ops::detail
 
-/// The convolution path in use: MS_CPU_CONV (auto|im2col|dnnl) when set, else automatic in a
-/// build with oneDNN and im2col without it.
+/// The convolution path in use: MS_CPU_CONV (auto|im2col|direct|dnnl) when set, else automatic
+/// (without oneDNN: direct or im2col per pass).
 inline CpuConv cpu_conv() { return static_cast<CpuConv>(ops::detail::cpu_conv_setting().load(std::memory_order_relaxed)); }
 /// Selects the convolution path for the whole process; dnnl without oneDNN is a ValueError
-/// (automatic without oneDNN is im2col).
+/// (automatic without oneDNN chooses between direct and im2col).
 inline void set_cpu_conv(CpuConv c) {
   MS_CHECK(c != CpuConv::dnnl || cpu_gemm_available(CpuGemm::dnnl), ValueError,
-           "set_cpu_conv: the 'dnnl' convolution path is not in this build (built without oneDNN); available: auto, im2col");
-  if (c == CpuConv::automatic && !cpu_gemm_available(CpuGemm::dnnl)) c = CpuConv::im2col;
+           "set_cpu_conv: the 'dnnl' convolution path is not in this build (built without oneDNN); available: auto, im2col, direct");
   ops::detail::cpu_conv_setting().store(static_cast<int>(c), std::memory_order_relaxed);
 }
 

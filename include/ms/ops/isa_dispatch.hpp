@@ -25,6 +25,8 @@
 extern "C" {
 [[gnu::weak]] extern const ms::ops::IsaKernelRow __start_ms_isa_rows[];
 [[gnu::weak]] extern const ms::ops::IsaKernelRow __stop_ms_isa_rows[];
+[[gnu::weak]] extern const ms::ops::IsaFnRow __start_ms_isa_fns[];
+[[gnu::weak]] extern const ms::ops::IsaFnRow __stop_ms_isa_fns[];
 }
 
 namespace ms::ops {
@@ -111,6 +113,18 @@ inline Isa isa() {
   auto& b = ops::detail::isa_binding();
   std::lock_guard lk(b.mu);
   return detail::current_isa_locked(b);
+}
+
+/// The copy of kernel `name` (an MS_ISA_FUNCTION of the level units) for the level in force,
+/// or `base`, the program's own copy, when that level is the baseline or has no such row.
+/// Look it up once per op call, outside the parallel part.
+inline ops::IsaFn isa_function(std::string_view name, ops::IsaFn base) {
+  const int level = static_cast<int>(isa());
+  if (level == static_cast<int>(Isa::baseline) || __start_ms_isa_fns == nullptr || __stop_ms_isa_fns == nullptr)
+    return base;
+  for (const ops::IsaFnRow* r = __start_ms_isa_fns; r != __stop_ms_isa_fns; ++r)
+    if (r->level == level && r->name != nullptr && name == r->name) return r->fn;
+  return base;
 }
 
 /// "avx512 (x86-64-v4 (AVX-512 F/BW/DQ/VL)); compiled: baseline sse4 avx2 avx512; CPU: avx512".

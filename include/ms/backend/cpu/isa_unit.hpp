@@ -1,5 +1,6 @@
 #pragma once
-// The body of a unit that compiles ms's elementwise kernels for one x86-64 level.
+// The body of a unit that compiles ms's per-level kernels for one x86-64 level: the
+// elementwise kernels, and the kernels bound by name (direct convolution, max pooling).
 //
 //   // ms_isa_avx2.cpp, compiled with -march=x86-64-v3 -ffp-contract=off (cmake/msKernels.cmake
 //   // writes it; without FP contraction a level gives the same bits at every -O)
@@ -11,6 +12,9 @@
 // with every registration turned into a constant row of kernel tables for its level (see
 // MS_ELEMENTWISE_REGISTRATION in core/linkage.hpp), in the section `ms_isa_rows`; the
 // program's own registrations bind to the rows of the selected level (ops/isa_dispatch.hpp).
+// The other kernels (backend/cpu/kernels/conv_direct.hpp, max_pool.hpp) each leave a row
+// (MS_ISA_FUNCTION, kernels/abi.hpp) in the section `ms_isa_fns`, which the ops look up by
+// name through cpu::isa_function.
 //
 // Why this is safe on a CPU below the level: the rows are constants (ms's own code adds
 // nothing that runs at start-up; only Eigen's `last`/`all` objects do, at -O0), and the
@@ -26,7 +30,7 @@
 #error "define MS_ISA_LEVEL (1, 2 or 3) before including <ms/backend/cpu/isa_unit.hpp>"
 #endif
 #if defined(MS_KERNELS_IMPLEMENTATION)
-#error "a level unit holds only the elementwise kernels: do not define MS_KERNELS_IMPLEMENTATION in it"
+#error "a level unit holds only the per-level kernels: do not define MS_KERNELS_IMPLEMENTATION in it"
 #endif
 #if !defined(MS_SEPARATE_KERNELS)
 #define MS_SEPARATE_KERNELS  // the ops themselves are registered by the program's kernel unit
@@ -44,6 +48,9 @@
 
 #include "../../ops/unary.hpp"
 #include "../../ops/binary.hpp"
+// Kernels bound by name (MS_ISA_FUNCTION rows in the section `ms_isa_fns`).
+#include "kernels/conv_direct.hpp"
+#include "kernels/max_pool.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

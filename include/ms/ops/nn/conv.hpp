@@ -18,7 +18,9 @@
 #include "../../core/parallel.hpp"
 #include "../../core/linkage.hpp"
 #if MS_KERNEL_BODIES  // core/linkage.hpp
+#include "../../backend/cpu/kernels/conv_direct.hpp"
 #include "../../core/simd.hpp"
+#include "../isa_dispatch.hpp"
 #endif
 #include "../dispatch.hpp"
 #include "../dnnl.hpp"
@@ -315,15 +317,35 @@ inline bool conv_nonempty(const ConvGeom& q) { return q.N > 0 && q.C > 0 && q.O 
 /// The three passes of a convolution (as oneDNN names them).
 enum class ConvPass : std::int64_t { forward, grad_input, grad_weight };
 
+/// Whether a float32 convolution pass runs on ms's direct kernels: ms::cpu_conv() is
+/// CpuConv::direct, or CpuConv::automatic and conv_prefers_direct says so; and the kernels
+/// compute the pass (stride 1, dilation 1, not the input gradient; for the weight gradient
+/// a kernel width they are compiled for) and no dimension is empty.
+inline bool conv_on_direct(const ConvGeom& q, ConvPass pass) {
+  if (!conv_nonempty(q) || pass == ConvPass::grad_input || q.sh != 1 || q.sw != 1 || q.dh != 1 || q.dw != 1)
+    return false;
+  if (pass == ConvPass::grad_weight && !conv_direct_grad_weight_width(q.kw)) return false;
+  const CpuConv c = cpu_conv();
+  return c == CpuConv::direct || (c == CpuConv::automatic && conv_prefers_direct(q.Cg(), q.Og(), q.kh, q.kw));
+}
+
+/// A float32 forward pass (y = conv(x, w) + bias, bias elements bs apart) or weight gradient
+/// (out = the gradient from g and x) on the direct kernels of the CPU level in force. The
+/// forward pass splits the batch over threads; the weight gradient sums fixed chunks of
+/// the batch (kConvWeightChunks, below) in a fixed order, so its bits do not depend on the
+/// thread count.
+inline void conv_direct_run(ConvPass pass, const ConvGeom& q, const float* x, const float* w, const float* bias,
+                            std::int64_t bs, const float* g, float* out);
+
 #if defined(MS_HAVE_DNNL)
 /// Whether a float convolution pass goes to oneDNN's convolution primitives: ms::cpu_conv()
-/// is CpuConv::dnnl, or CpuConv::automatic and conv_prefers_dnnl says so; and no dimension
-/// is empty. Otherwise ms's im2col kernels run it.
+/// is CpuConv::dnnl, or CpuConv::automatic, the direct kernels do not take it, and
+/// conv_prefers_dnnl says so; and no dimension is empty. Otherwise ms's im2col kernels run it.
 inline bool conv_on_dnnl(const ConvGeom& q, ConvPass pass) {
   const CpuConv c = cpu_conv();
   return conv_nonempty(q) &&
-         (c == CpuConv::dnnl ||
-          (c == CpuConv::automatic && conv_prefers_dnnl(q.Cg(), q.Og(), pass == ConvPass::grad_input)));
+         (c == CpuConv::dnnl || (c == CpuConv::automatic && !conv_on_direct(q, pass) &&
+                                 conv_prefers_dnnl(q.Cg(), q.Og(), pass == ConvPass::grad_input)));
 }
 
 /// One pass of a float convolution on oneDNN: forward y = conv(a = x, b = w) + bias;
@@ -471,6 +493,9 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   const std::int64_t bs = bp ? k.in[2].strides()[0] : 0;
   const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
   if (k.out[0].numel() == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_direct(q, ConvPass::forward)) return conv_direct_run(ConvPass::forward, q, xp, wp, bp, bs, nullptr, yp);
+  }
 #if defined(MS_HAVE_DNNL)
   if constexpr (std::is_same_v<T, float>) {
     if (conv_on_dnnl(q, ConvPass::forward)) {
@@ -531,6 +556,14 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
 /// rounding) does not depend on the thread count.
 inline constexpr std::int64_t kConvWeightChunks = 8;
 
+/// out[0, n) = the sum of the `chunks` partial results in part (n elements each), in chunk order.
+template <class T>
+void sum_chunks(const std::vector<T>& part, std::int64_t chunks, std::int64_t n, T* out) {
+  std::copy(part.begin(), part.begin() + n, out);
+  for (std::int64_t c = 1; c < chunks; ++c)
+    for (std::int64_t i = 0; i < n; ++i) out[i] += part[static_cast<std::size_t>(c * n + i)];
+}
+
 /// gw (O, Cg, kH, kW) = sum over the batch of g_n (Og, P) @ im2col(x_n)^T, per group; the
 /// images of a chunk are taken in blocks (one GEMM per block, as in the forward kernel).
 template <class T>
@@ -539,6 +572,10 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   const T* gp = static_cast<const T*>(g.raw_data());
   const T* xp = static_cast<const T*>(x.raw_data());
   T* wp = static_cast<T*>(k.out[0].raw_data());
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_direct(q, ConvPass::grad_weight) && k.out[0].numel() > 0)
+      return conv_direct_run(ConvPass::grad_weight, q, xp, nullptr, nullptr, 0, gp, wp);
+  }
 #if defined(MS_HAVE_DNNL)
   if constexpr (std::is_same_v<T, float>) {
     if (conv_on_dnnl(q, ConvPass::grad_weight) && k.out[0].numel() > 0) return conv_dnnl(ConvPass::grad_weight, k.op, q, gp, xp, nullptr, wp);
@@ -567,9 +604,42 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
       }
     }
   }, 1);
-  std::copy(part.begin(), part.begin() + wsize, wp);
-  for (std::int64_t c = 1; c < chunks; ++c)
-    for (std::int64_t i = 0; i < wsize; ++i) wp[i] += part[static_cast<std::size_t>(c * wsize + i)];
+  sum_chunks(part, chunks, wsize, wp);
+}
+
+inline void conv_direct_run(ConvPass pass, const ConvGeom& q, const float* x, const float* w, const float* bias,
+                            std::int64_t bs, const float* g, float* out) {
+  ConvDirectArgs a;
+  a.x = x, a.w = w, a.bias = bias, a.bias_stride = bs, a.g = g, a.out = out;
+  a.C = q.C, a.H = q.H, a.W = q.W, a.O = q.O, a.G = q.G, a.kh = q.kh, a.kw = q.kw, a.ph = q.ph, a.pw = q.pw;
+  a.Ho = q.Ho, a.Wo = q.Wo;
+  const bool fwd = pass == ConvPass::forward;
+  const IsaFn fn = fwd ? cpu::isa_function("conv_direct_forward", &conv_direct_forward)
+                       : cpu::isa_function("conv_direct_grad_weight", &conv_direct_grad_weight);
+  const auto scratch = static_cast<std::size_t>(conv_direct_scratch(q.C, q.G, q.Ho, q.kh, q.Wo, q.kw));
+  if (fwd) {
+    // An image is Og Ho Wo K multiply-adds: a few images per task at least.
+    const std::int64_t per_image = std::max<std::int64_t>(1, q.O * q.P() * q.K());
+    parallel_for(q.N, std::max<std::int64_t>(1, (std::int64_t{1} << 20) / per_image), [&](std::int64_t b, std::int64_t e) {
+      auto buf = std::make_unique_for_overwrite<float[]>(scratch);
+      ConvDirectArgs t = a;
+      t.n0 = b, t.n1 = e, t.scratch = buf.get();
+      fn(&t);
+    }, 1);
+    return;
+  }
+  const std::int64_t wsize = q.O * q.K(), chunks = std::max<std::int64_t>(1, std::min(q.N, kConvWeightChunks));
+  std::vector<float> part(static_cast<std::size_t>(chunks * wsize), 0.0f);
+  parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
+    auto buf = std::make_unique_for_overwrite<float[]>(scratch);
+    for (std::int64_t c = cb; c < ce; ++c) {
+      ConvDirectArgs t = a;
+      t.n0 = chunk_begin(q.N, chunks, c), t.n1 = chunk_begin(q.N, chunks, c + 1);
+      t.out = part.data() + c * wsize, t.scratch = buf.get();
+      fn(&t);
+    }
+  }, 1);
+  sum_chunks(part, chunks, wsize, out);
 }
 
 inline Cost conv_cost(const OpDef&, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&,

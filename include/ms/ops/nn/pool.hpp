@@ -14,11 +14,12 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "../../core/parallel.hpp"
+#include "../../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
+#include "../../backend/cpu/kernels/max_pool.hpp"
+#include "../isa_dispatch.hpp"
+#endif
 #include "../dispatch.hpp"
 #include "../views.hpp"
 #include "common.hpp"
@@ -233,73 +234,6 @@ inline Shape pool_grad_shape(const OpDef& op, std::span<const TensorMeta> in, co
   return xs;
 }
 
-#if defined(__AVX2__)
-/// One output row of a 2 x 2, stride-2 max pooling of float planes, eight outputs at a
-/// time: the even and odd columns of the two input rows r0, r1 (row r0 starts at index
-/// `base` of its plane, rows are W apart) are the window's four candidates, taken in
-/// row-major order with max_pool_run's scalar rule (the first maximum wins, the first NaN
-/// wins and stays). The last partial group loads and stores through lane masks.
-inline void max_pool_2x2_row_avx2(const float* r0, const float* r1, std::int64_t base, std::int64_t W,
-                                  std::int64_t Wo, float* y, std::int64_t* idx) {
-  auto even = [](__m256 a, __m256 b) {
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-  };
-  auto odd = [](__m256 a, __m256 b) {
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-  };
-  const __m256i cols = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-  const __m256i off01 = _mm256_set1_epi32(1), off10 = _mm256_set1_epi32(static_cast<int>(W)),
-                off11 = _mm256_set1_epi32(static_cast<int>(W + 1));
-  // Eight outputs from 16 columns of each row, p0 and p1; their first column is index b.
-  // A partial group (n < 8 outputs) loads and stores through lane masks.
-  auto group = [&]<bool Partial>(const float* p0, const float* p1, std::int64_t b, float* yo, std::int64_t* io,
-                                 std::int64_t n) {
-    __m256 a0, a1, b0, b1;
-    __m256i m_lo, m_hi, m_out;
-    if constexpr (Partial) {
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      m_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane);
-      m_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane);
-      m_out = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
-      a0 = _mm256_maskload_ps(p0, m_lo), a1 = _mm256_maskload_ps(p0 + 8, m_hi);
-      b0 = _mm256_maskload_ps(p1, m_lo), b1 = _mm256_maskload_ps(p1 + 8, m_hi);
-    } else {
-      a0 = _mm256_loadu_ps(p0), a1 = _mm256_loadu_ps(p0 + 8);
-      b0 = _mm256_loadu_ps(p1), b1 = _mm256_loadu_ps(p1 + 8);
-    }
-    __m256 best = even(a0, a1);
-    __m256i off = _mm256_setzero_si256();
-    auto step = [&](__m256 v, __m256i o) {
-      const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
-      const __m256 nan_v = _mm256_cmp_ps(v, v, _CMP_UNORD_Q), nan_b = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
-      const __m256 take = _mm256_or_ps(gt, _mm256_andnot_ps(nan_b, nan_v));
-      best = _mm256_blendv_ps(best, v, take);
-      off = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(off), _mm256_castsi256_ps(o), take));
-    };
-    step(odd(a0, a1), off01);
-    step(even(b0, b1), off10);
-    step(odd(b0, b1), off11);
-    const __m256i i32 = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(b)), cols), off);
-    const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(i32));
-    const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(i32, 1));
-    if constexpr (Partial) {
-      _mm256_maskstore_ps(yo, m_out, best);
-      auto* i64 = reinterpret_cast<long long*>(io);
-      _mm256_maskstore_epi64(i64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(m_out)), lo);
-      _mm256_maskstore_epi64(i64 + 4, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m_out, 1)), hi);
-    } else {
-      _mm256_storeu_ps(yo, best);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(io), lo);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(io + 4), hi);
-    }
-  };
-  std::int64_t ow = 0;
-  for (; ow + 8 <= Wo; ow += 8)
-    group.template operator()<false>(r0 + 2 * ow, r1 + 2 * ow, base + 2 * ow, y + ow, idx + ow, 8);
-  if (ow < Wo) group.template operator()<true>(r0 + 2 * ow, r1 + 2 * ow, base + 2 * ow, y + ow, idx + ow, Wo - ow);
-}
-#endif
-
 template <class T>
 void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
   const AnyTensor x = contiguous_raw(k.in[0]);
@@ -307,46 +241,23 @@ void max_pool_run(const KernelArgs& k, const PoolGeom& q) {
   T* yp = static_cast<T*>(k.out[0].raw_data());
   std::int64_t* ip = static_cast<std::int64_t*>(k.out[1].raw_data());
   const std::int64_t HW = q.H * q.W, P = q.Ho * q.Wo;
-  parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
-               [&](std::int64_t b, std::int64_t e) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW));
+  if constexpr (std::is_same_v<T, float>) {
+    if (q.dense()) {  // on the kernels of the CPU level in force
+      const IsaFn fn = cpu::isa_function("max_pool_dense", &max_pool_dense);
+      parallel_for(q.planes(), grain, [&](std::int64_t b, std::int64_t e) {
+        const MaxPoolArgs a{xp, yp, ip, q.H, q.W, q.Ho, q.Wo, q.kh, q.kw, q.sh, q.sw, b, e};
+        fn(&a);
+      }, 1);
+      return;
+    }
+  }
+  parallel_for(q.planes(), grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t pl = b; pl < e; ++pl) {
       const T* xpl = xp + pl * HW;
-      if (q.dense()) {
-        // Every window lies inside the plane: a row of windows at a time, visiting each
-        // window offset (i, j) for the whole row, so the output columns are independent
-        // (the per-window loop below measured 3x slower on a 64x6x28x28 input). Selects
-        // are written as masks: as ?: the compiler emits branches, which mispredict.
-        using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-        const std::int64_t W = q.W, Wo = q.Wo, sw = q.sw, kh = q.kh, kw = q.kw;
-        for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
-          T* yr = yp + pl * P + oh * Wo;
-          std::int64_t* ir = ip + pl * P + oh * Wo;
-          const std::int64_t h0 = oh * q.sh;
-#if defined(__AVX2__)
-          if constexpr (std::is_same_v<T, float>)
-            if (kh == 2 && kw == 2 && q.sh == 2 && sw == 2 && HW <= std::numeric_limits<std::int32_t>::max()) {
-              max_pool_2x2_row_avx2(xpl + h0 * W, xpl + (h0 + 1) * W, h0 * W, W, Wo, yr, ir);
-              continue;
-            }
-#endif
-          for (std::int64_t ow = 0; ow < Wo; ++ow) {
-            yr[ow] = xpl[h0 * W + ow * sw];
-            ir[ow] = h0 * W + ow * sw;
-          }
-          for (std::int64_t i = 0; i < kh; ++i)
-            for (std::int64_t j = i == 0 ? 1 : 0; j < kw; ++j) {
-              const std::int64_t base = (h0 + i) * W + j;
-              const T* xr = xpl + base;
-              for (std::int64_t ow = 0; ow < Wo; ++ow) {
-                const T v = xr[ow * sw], best = yr[ow];
-                const bool take = (v > best) | ((v != v) & (best == best));
-                const U mv = U(0) - static_cast<U>(take);
-                const std::int64_t mi = -static_cast<std::int64_t>(take);
-                yr[ow] = std::bit_cast<T>((std::bit_cast<U>(v) & mv) | (std::bit_cast<U>(best) & ~mv));
-                ir[ow] = ((base + ow * sw) & mi) | (ir[ow] & ~mi);
-              }
-            }
-        }
+      if (q.dense()) {  // every window inside the plane: a row of windows at a time
+        for (std::int64_t oh = 0; oh < q.Ho; ++oh)
+          max_pool_row(xpl, q.W, oh * q.sh, q.Wo, q.sw, q.kh, q.kw, yp + pl * P + oh * q.Wo, ip + pl * P + oh * q.Wo);
         continue;
       }
       for (std::int64_t oh = 0; oh < q.Ho; ++oh) {

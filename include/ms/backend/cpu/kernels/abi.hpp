@@ -48,4 +48,30 @@ constexpr int affine_variant(int pre, int post) {
     if (kAffineShape[v][0] >= pre && kAffineShape[v][1] >= post) return v;
   return -1;
 }
+
+/// A kernel other than an elementwise block (a direct convolution, a pooling pass) compiled
+/// once per CPU level: it takes a pointer to its own argument struct. The program calls it
+/// through cpu::isa_function (ops/isa_dispatch.hpp), which finds the copy of the level in force.
+using IsaFn = void (*)(const void* args);
+/// One level's copy of such a kernel, by name, in the ELF section `ms_isa_fns` (written by
+/// MS_ISA_FUNCTION in a level's unit); 32 bytes, so that the rows of every unit lie end to end.
+struct alignas(32) IsaFnRow {
+  int level = 0;               ///< cpu::Isa
+  const char* name = nullptr;  ///< the kernel's name
+  IsaFn fn = nullptr;
+};
+static_assert(sizeof(IsaFnRow) == 32);
 }  // namespace ms::ops
+
+/// MS_ISA_FUNCTION("name", &fn): in a unit compiled for one CPU level (MS_ISA_LEVEL, see
+/// <ms/backend/cpu/isa_unit.hpp>), that level's row for kernel fn (an IsaFn); elsewhere
+/// nothing (the program calls its own copy when the level in force has none).
+#define MS_ISA_FN_CAT_(a, b) a##b
+#define MS_ISA_FN_CAT(a, b) MS_ISA_FN_CAT_(a, b)
+#if defined(MS_ISA_LEVEL)
+#define MS_ISA_FUNCTION(name, fn)                                                                  \
+  [[gnu::section("ms_isa_fns"), gnu::used]] constinit static const ::ms::ops::IsaFnRow MS_ISA_FN_CAT( \
+      ms_isa_fn_, __COUNTER__){MS_ISA_LEVEL, name, fn}
+#else
+#define MS_ISA_FUNCTION(name, fn) static_assert(true, name)
+#endif
