@@ -219,9 +219,10 @@ TEST_CASE("oneDNN: the primitive cache is bounded and reports its use", "[op][dn
 
 TEST_CASE("conv: the automatic path takes the direct kernels for small receptive fields, oneDNN where output channels fill a 16-channel block", "[op][dnnl][conv2d]") {
   // The rule (benchmarks/conv): forward and weight gradient on oneDNN from 16 output channels
-  // per group; the input gradient also needs 4 input channels per group.
+  // per group; the input gradient also needs 16 input channels per group.
   CHECK(ms::conv_prefers_dnnl(6, 16, false));
-  CHECK(ms::conv_prefers_dnnl(6, 16, true));
+  CHECK_FALSE(ms::conv_prefers_dnnl(6, 16, true));
+  CHECK(ms::conv_prefers_dnnl(16, 32, true));
   CHECK(ms::conv_prefers_dnnl(1, 32, false));
   CHECK_FALSE(ms::conv_prefers_dnnl(1, 32, true));
   CHECK_FALSE(ms::conv_prefers_dnnl(1, 6, false));
@@ -254,7 +255,8 @@ TEST_CASE("conv: the automatic path takes the direct kernels for small receptive
     m.push_back(ms::dnnl_cache_stats().misses - m[0] - m[1]);
     return m;
   };
-  CHECK(made(6, 16) == std::vector<std::uint64_t>{1, 1, 1});
+  CHECK(made(6, 16) == std::vector<std::uint64_t>{1, 0, 1});
+  CHECK(made(16, 16) == std::vector<std::uint64_t>{1, 1, 1});
   CHECK(made(1, 32) == std::vector<std::uint64_t>{1, 0, 1});
   // 1 -> 16 (3x3): the direct kernels take the forward pass and the weight gradient, and the
   // input gradient of one input channel stays on im2col.

@@ -1,7 +1,8 @@
 #pragma once
 // conv2d on NCHW tensors (float32 and float64): im2col over blocks of images, parallel over
-// the blocks, with its GEMMs on the ms::cpu_gemm() path, or oneDNN's convolution primitives in
-// oneDNN's blocked layouts, per convolution as ms::cpu_conv() decides (see ops/dnnl.hpp).
+// the blocks, with its GEMMs on the ms::cpu_gemm() path, ms's direct kernels
+// (backend/cpu/kernels/conv_direct.hpp), or oneDNN's convolution primitives in oneDNN's
+// blocked layouts, per convolution pass as ms::cpu_conv() decides (see ops/dnnl.hpp).
 // Belongs here: its definition, inference, kernels and cost, the im2col/col2im helpers, and the backward ops its gradient rule needs
 // (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
 
@@ -241,9 +242,55 @@ void im2col(const T* xg, const ConvGeom& q, T* col, std::int64_t ld) {
   }
 }
 
+/// col2im_add of a stride-1, dilation-1 convolution: each channel's receptive-field rows are
+/// added, in SIMD batches, into a zero-bordered plane (rows of whole batches plus kW - 1), the
+/// last batch of a row through a lane mask, then the plane's interior is added to xg. Adding
+/// straight into xg took runs of Wo elements one at a time below a batch (LeNet's second
+/// layer: rows of 10), which made col2im 56% of the im2col input gradient.
+template <class T>
+void col2im_add_unit(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
+  const std::int64_t Ho = q.Ho, Wo = q.Wo, Hp = Ho + q.kh - 1, Wp = (Wo + L - 1) / L * L + q.kw - 1;
+  thread_local std::vector<T> plane;
+  plane.resize(static_cast<std::size_t>(Hp * Wp));
+  alignas(64) T lane_index[L];
+  for (std::int64_t l = 0; l < L; ++l) lane_index[l] = static_cast<T>(l);
+  const auto in_row = B::load_aligned(lane_index) < B(static_cast<T>(Wo % L));
+  const std::int64_t tail = Wo % L == 0 ? Wo : Wo - Wo % L;  // where a row's partial batch starts
+  for (std::int64_t c = 0; c < q.Cg(); ++c) {
+    std::fill(plane.begin(), plane.end(), T(0));
+    for (std::int64_t ki = 0; ki < q.kh; ++ki)
+      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
+        const T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
+        // Rows oh one after another: each batch's read-modify-write has retired before the
+        // next kernel offset adds to the same place (shifted by one column).
+        for (std::int64_t oh = 0; oh < Ho; ++oh) {
+          const T* src = row + oh * Wo;
+          T* dst = plane.data() + (oh + ki) * Wp + kj;
+          std::int64_t ow = 0;
+          for (; ow < tail; ow += L) (B::load_unaligned(dst + ow) + B::load_unaligned(src + ow)).store_unaligned(dst + ow);
+          if (ow == Wo) continue;
+          B v;
+          if (oh + 1 < Ho) {  // read on into the next row, those lanes zeroed
+            v = xsimd::select(in_row, B::load_unaligned(src + ow), B(T(0)));
+          } else {  // the last row of the matrix: no reading past it
+            alignas(64) T tmp[L] = {};
+            for (std::int64_t l = 0; l < Wo - ow; ++l) tmp[l] = src[ow + l];
+            v = B::load_aligned(tmp);
+          }
+          (B::load_unaligned(dst + ow) + v).store_unaligned(dst + ow);
+        }
+      }
+    T* xc = xg + c * q.H * q.W;
+    for (std::int64_t h = 0; h < q.H; ++h) add_run(plane.data() + (h + q.ph) * Wp + q.pw, xc + h * q.W, q.W);
+  }
+}
+
 /// xg (Cg, H, W) += the receptive fields in col (K, P), rows `ld` apart (the adjoint of im2col).
 template <class T>
 void col2im_add(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
+  if (q.sh == 1 && q.sw == 1 && q.dh == 1 && q.dw == 1 && q.P() > 0) return col2im_add_unit(col, q, xg, ld);
   for (std::int64_t c = 0; c < q.Cg(); ++c) {
     T* xc = xg + c * q.H * q.W;
     for (std::int64_t ki = 0; ki < q.kh; ++ki) {
@@ -659,7 +706,7 @@ MS_REGISTRATION(const OpDef& conv2d_op, registry().add([] {
   d.input_names = {"input", "weight", "bias"};
   d.category = Category::nn;
   d.num_inputs = -1;  // x, weight and an optional bias
-  d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); im2col + GEMM or oneDNN (ms::cpu_conv)";
+  d.doc = "2-D convolution of x (N, C, H, W) with weight (O, C/groups, kH, kW) and optional bias (O,); direct kernels, im2col + GEMM or oneDNN (ms::cpu_conv)";
   d.attr_schema = &attr_schema<Conv2dAttrs>("Conv2dAttrs");
   d.cpu_dtypes = kFloatTypes | DTypeSet{DType::f16, DType::bf16};
   d.infer = [](const OpDef& op, std::span<const TensorMeta> in, const Attrs& a, MetaList& out) {
