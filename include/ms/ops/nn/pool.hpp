@@ -6,6 +6,7 @@
 // autograd/nn_rules.hpp.
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <limits>
@@ -295,17 +296,29 @@ void max_pool_grad_run(const KernelArgs& k, const PoolGeom& q) {
   const std::int64_t* ip = static_cast<const std::int64_t*>(idx.raw_data());
   T* xp = static_cast<T*>(k.out[0].raw_data());
   const std::int64_t HW = q.H * q.W, P = q.Ho * q.Wo;
-  for (std::int64_t i = 0; i < q.planes() * P; ++i)  // validated before the parallel part
-    MS_CHECK(ip[i] >= 0 && ip[i] < HW, IndexError, "{}: index {} is out of range for an input plane of {} x {}",
-             k.op.name, ip[i], q.H, q.W);
+  // The indices are checked as they are used, in the parallel part (checked first, on one
+  // thread, they took as long as the scatter); an out-of-range one is skipped and reported.
+  std::atomic<std::int64_t> bad{0};
+  std::atomic<bool> any_bad{false};
   parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
                [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t pl = b; pl < e; ++pl) {
       T* xpl = xp + pl * HW;
+      const std::int64_t* ipl = ip + pl * P;
+      const T* gpl = gp + pl * P;
       std::fill(xpl, xpl + HW, T(0));
-      for (std::int64_t i = 0; i < P; ++i) xpl[ip[pl * P + i]] += gp[pl * P + i];
+      for (std::int64_t i = 0; i < P; ++i) {
+        const std::int64_t at = ipl[i];
+        if (static_cast<std::uint64_t>(at) < static_cast<std::uint64_t>(HW)) [[likely]] {
+          xpl[at] += gpl[i];
+        } else if (!any_bad.exchange(true)) {
+          bad.store(at);
+        }
+      }
     }
   }, 1);
+  MS_CHECK(!any_bad.load(), IndexError, "{}: index {} is out of range for an input plane of {} x {}", k.op.name,
+           bad.load(), q.H, q.W);
 }
 
 /// Average pooling (Adjoint = false: y from x) or its adjoint (true: gx from gy), over the
