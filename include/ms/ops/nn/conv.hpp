@@ -272,9 +272,9 @@ void col2im_add_unit(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
           for (; ow < tail; ow += L) (B::load_unaligned(dst + ow) + B::load_unaligned(src + ow)).store_unaligned(dst + ow);
           if (ow == Wo) continue;
           B v;
-          if (oh + 1 < Ho) {  // read on into the next row, those lanes zeroed
+          if (ow + L <= (Ho - oh) * Wo) {  // read on into the image's next rows, those lanes zeroed
             v = xsimd::select(in_row, B::load_unaligned(src + ow), B(T(0)));
-          } else {  // the last row of the matrix: no reading past it
+          } else {  // near the end of the image's columns: no reading past them
             alignas(64) T tmp[L] = {};
             for (std::int64_t l = 0; l < Wo - ow; ++l) tmp[l] = src[ow + l];
             v = B::load_aligned(tmp);
