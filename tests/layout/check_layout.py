@@ -21,11 +21,12 @@ MAX_FUNCTION = 120
 # backends, backends nothing of training.
 ALLOWED = {
     "core": set(),
-    # The CPU backend's kernel room: the SIMD facade, the block-kernel ABI and the affine
-    # kernels, compiled per CPU level; the registry and the elementwise ops are built on it.
+    # The CPU backend's kernel room: the SIMD facade, the block-kernel ABI, the affine
+    # kernels and the kernels bound by name, compiled per CPU level; the registry, the
+    # elementwise ops, the convolutions and pooling are built on it.
     "backend/cpu/kernels": {"core"},
     "ops": {"core", "ops/nn", "backend/cpu/kernels"},  # ops/nn.hpp gathers the families of ops/nn/
-    "ops/nn": {"core", "ops"},
+    "ops/nn": {"core", "ops", "backend/cpu/kernels"},  # the direct convolution and max pooling kernels
     "autograd": {"core", "ops"},
     "graph": {"core", "ops"},
     "backend": {"core", "ops", "graph"},

@@ -191,7 +191,7 @@ TEST_CASE("isa: a fused chain replays at every level like the baseline's eager o
   }
 }
 
-TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are each level's own; the convolution's agree with the baseline",
+TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are each level's own, the convolution's agree with the baseline",
           "[isa][op][conv2d]") {
   IsaGuard guard;
   ms_test::CpuPathGuard paths;
