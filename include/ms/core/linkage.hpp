@@ -81,3 +81,15 @@
   [[gnu::section("ms_isa_rows"), gnu::used]] constinit static const ::ms::ops::IsaKernelRow MS_PP_CAT( \
       ms_isa_row_, __COUNTER__) = __VA_ARGS__
 #endif
+
+/// MS_ISA_FUNCTION("name", &fn): in a unit compiled for one CPU level (MS_ISA_LEVEL, see
+/// <ms/backend/cpu/isa_unit.hpp>), that level's row for kernel fn (an ops::IsaFn, see
+/// backend/cpu/kernels/abi.hpp) in the section `ms_isa_fns`; elsewhere nothing (the program
+/// calls its own copy when the level in force has none; ops/isa_dispatch.hpp).
+#if defined(MS_ISA_LEVEL)
+#define MS_ISA_FUNCTION(name, fn)                                                                    \
+  [[gnu::section("ms_isa_fns"), gnu::used]] constinit static const ::ms::ops::IsaFnRow MS_PP_CAT( \
+      ms_isa_fn_, __COUNTER__){MS_ISA_LEVEL, name, fn}
+#else
+#define MS_ISA_FUNCTION(name, fn) static_assert(true, name)
+#endif

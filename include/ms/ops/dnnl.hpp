@@ -109,9 +109,10 @@ inline void set_cpu_gemm(CpuGemm g) {
 /// AVX-512), the operands reordered from and to ms's NCHW tensors at each call. Its kernels
 /// vectorize over blocks of 16 channels, so they win where channels fill those blocks and
 /// lose where they do not: benchmarks/conv (AMD Zen 4, batch 64, 1 thread) measured oneDNN
-/// 1.2-2.4x faster on every pass of LeNet's second layer (6 -> 16 channels) and of a 16 -> 32
-/// layer, and 1.4-10x slower on LeNet's first (1 -> 6); on a 1 -> 32 layer faster forward
-/// and for the weight gradient, 9x slower for the input gradient (1 input channel).
+/// faster on every pass of a 16 -> 32 layer and on the forward pass and weight gradient of
+/// LeNet's second layer (6 -> 16 channels), slower on its input gradient (6 input channels
+/// fill 3/8 of a block) and 1.4-10x slower on LeNet's first (1 -> 6); on a 1 -> 32 layer
+/// faster forward and for the weight gradient, 9x slower for the input gradient.
 /// CpuConv::automatic, the default, decides per convolution pass on that rule and the next.
 /// ms's direct kernels (backend/cpu/kernels/conv_direct.hpp) compute float32 convolutions of
 /// stride and dilation 1 row by row with no im2col matrix: the forward pass and the weight

@@ -254,9 +254,7 @@ void col2im_add_unit(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
   const std::int64_t Ho = q.Ho, Wo = q.Wo, Hp = Ho + q.kh - 1, Wp = (Wo + L - 1) / L * L + q.kw - 1;
   thread_local std::vector<T> plane;
   plane.resize(static_cast<std::size_t>(Hp * Wp));
-  alignas(64) T lane_index[L];
-  for (std::int64_t l = 0; l < L; ++l) lane_index[l] = static_cast<T>(l);
-  const auto in_row = B::load_aligned(lane_index) < B(static_cast<T>(Wo % L));
+  const auto in_row = simd::first_lanes<B>(Wo % L);  // the lanes of a row's partial batch
   const std::int64_t tail = Wo % L == 0 ? Wo : Wo - Wo % L;  // where a row's partial batch starts
   for (std::int64_t c = 0; c < q.Cg(); ++c) {
     std::fill(plane.begin(), plane.end(), T(0));
@@ -271,14 +269,8 @@ void col2im_add_unit(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
           std::int64_t ow = 0;
           for (; ow < tail; ow += L) (B::load_unaligned(dst + ow) + B::load_unaligned(src + ow)).store_unaligned(dst + ow);
           if (ow == Wo) continue;
-          B v;
-          if (ow + L <= (Ho - oh) * Wo) {  // read on into the image's next rows, those lanes zeroed
-            v = xsimd::select(in_row, B::load_unaligned(src + ow), B(T(0)));
-          } else {  // near the end of the image's columns: no reading past them
-            alignas(64) T tmp[L] = {};
-            for (std::int64_t l = 0; l < Wo - ow; ++l) tmp[l] = src[ow + l];
-            v = B::load_aligned(tmp);
-          }
+          // The partial batch reads on into the image's next rows while it stays in its columns.
+          const B v = simd::load_first<B>(src + ow, Wo - ow, in_row, ow + L <= (Ho - oh) * Wo);
           (B::load_unaligned(dst + ow) + v).store_unaligned(dst + ow);
         }
       }

@@ -63,15 +63,3 @@ struct alignas(32) IsaFnRow {
 static_assert(sizeof(IsaFnRow) == 32);
 }  // namespace ms::ops
 
-/// MS_ISA_FUNCTION("name", &fn): in a unit compiled for one CPU level (MS_ISA_LEVEL, see
-/// <ms/backend/cpu/isa_unit.hpp>), that level's row for kernel fn (an IsaFn); elsewhere
-/// nothing (the program calls its own copy when the level in force has none).
-#define MS_ISA_FN_CAT_(a, b) a##b
-#define MS_ISA_FN_CAT(a, b) MS_ISA_FN_CAT_(a, b)
-#if defined(MS_ISA_LEVEL)
-#define MS_ISA_FUNCTION(name, fn)                                                                  \
-  [[gnu::section("ms_isa_fns"), gnu::used]] constinit static const ::ms::ops::IsaFnRow MS_ISA_FN_CAT( \
-      ms_isa_fn_, __COUNTER__){MS_ISA_LEVEL, name, fn}
-#else
-#define MS_ISA_FUNCTION(name, fn) static_assert(true, name)
-#endif

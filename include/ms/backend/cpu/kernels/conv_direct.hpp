@@ -4,7 +4,8 @@
 // row by row from a zero-bordered copy of each image's planes, SIMD lanes along the output
 // row and each weight broadcast, with no im2col matrix. There the im2col matrix is K = Cg kh kw
 // rows of a few dozen and the GEMM over it runs at memory speed; these kernels are bound by
-// the multiply-adds instead (benchmarks/conv: LeNet's first layer 2-3x faster than im2col).
+// the multiply-adds instead (benchmarks/conv, LeNet's first layer: forward 220 us against
+// im2col's 320, weight gradient 260 against 329; see ms::conv_prefers_direct).
 // Compiled once per CPU level (MS_ISA_NS) and bound by name (ops/isa_dispatch.hpp,
 // cpu::isa_function); the caller splits the batch over threads. Includes nothing above core/.
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../../../core/linkage.hpp"
 #include "abi.hpp"
 #include "simd.hpp"
 
@@ -162,10 +164,7 @@ inline void conv_direct_gw_block(const float* xc, std::int64_t row, const float*
   B acc[NB][KW];
   MS_UNROLL for (int b = 0; b < NB; ++b)
     MS_UNROLL for (int j = 0; j < KW; ++j) acc[b][j] = B(0.0f);
-  // The lanes of a row's last, partial batch that lie in the row.
-  alignas(64) float lane_index[L];
-  for (std::int64_t l = 0; l < L; ++l) lane_index[l] = static_cast<float>(l);
-  const auto in_row = B::load_aligned(lane_index) < B(static_cast<float>(Wo % L));
+  const auto in_row = simd::first_lanes<B>(Wo % L);  // the lanes of a row's partial batch
   for (std::int64_t oh = 0; oh < Ho; ++oh) {
     const float* src = xc + oh * row;
     const float* gro = gr + oh * Wo;
@@ -173,14 +172,9 @@ inline void conv_direct_gw_block(const float* xc, std::int64_t row, const float*
       B gv[NB];
       if (ow + L <= Wo) {
         MS_UNROLL for (int b = 0; b < NB; ++b) gv[b] = B::load_unaligned(gro + b * P + ow);
-      } else if (ow + L <= (Ho - oh) * Wo) {  // a partial batch: read on into the next rows, those lanes zeroed
-        MS_UNROLL for (int b = 0; b < NB; ++b) gv[b] = xsimd::select(in_row, B::load_unaligned(gro + b * P + ow), B(0.0f));
-      } else {  // near the plane's end: no reading past it
-        alignas(64) float tmp[L] = {};
-        for (int b = 0; b < NB; ++b) {
-          for (std::int64_t l = 0; l < Wo - ow; ++l) tmp[l] = gro[b * P + ow + l];
-          gv[b] = B::load_aligned(tmp);
-        }
+      } else {  // a partial batch: read on into the plane's next rows while it stays in the plane
+        const bool read_on = ow + L <= (Ho - oh) * Wo;
+        MS_UNROLL for (int b = 0; b < NB; ++b) gv[b] = simd::load_first<B>(gro + b * P + ow, Wo - ow, in_row, read_on);
       }
       MS_UNROLL for (int j = 0; j < KW; ++j) {
         const B v = B::load_unaligned(src + ow + j);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../../../core/linkage.hpp"
 #include "abi.hpp"
 #include "simd.hpp"
 #if defined(__AVX2__)
@@ -114,15 +115,23 @@ inline void max_pool_2x2_row(const float* r0, const float* r1, std::int64_t base
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i off01 = _mm256_set1_epi32(1), off10 = _mm256_set1_epi32(static_cast<int>(W)),
                 off11 = _mm256_set1_epi32(static_cast<int>(W + 1));
-  for (std::int64_t ow = 0; ow < Wo; ow += 8) {
-    const std::int64_t n = std::min<std::int64_t>(8, Wo - ow);
+  // Eight outputs from 16 columns of each row; a partial group (n < 8 outputs) loads and
+  // stores through lane masks, whole groups without (AVX2's masked stores are slow).
+  auto group = [&]<bool Partial>(std::int64_t ow, std::int64_t n) {
     const float* p0 = r0 + 2 * ow;
     const float* p1 = r1 + 2 * ow;
-    const __m256i m_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane);
-    const __m256i m_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane);
-    const __m256i m_out = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
-    const __m256 a0 = _mm256_maskload_ps(p0, m_lo), a1 = _mm256_maskload_ps(p0 + 8, m_hi);
-    const __m256 b0 = _mm256_maskload_ps(p1, m_lo), b1 = _mm256_maskload_ps(p1 + 8, m_hi);
+    __m256 a0, a1, b0, b1;
+    __m256i m_out;
+    if constexpr (Partial) {
+      const __m256i m_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane);
+      const __m256i m_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane);
+      m_out = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+      a0 = _mm256_maskload_ps(p0, m_lo), a1 = _mm256_maskload_ps(p0 + 8, m_hi);
+      b0 = _mm256_maskload_ps(p1, m_lo), b1 = _mm256_maskload_ps(p1 + 8, m_hi);
+    } else {
+      a0 = _mm256_loadu_ps(p0), a1 = _mm256_loadu_ps(p0 + 8);
+      b0 = _mm256_loadu_ps(p1), b1 = _mm256_loadu_ps(p1 + 8);
+    }
     __m256 best = even(a0, a1);
     __m256i off = _mm256_setzero_si256();
     auto step = [&](__m256 v, __m256i o) {
@@ -136,13 +145,22 @@ inline void max_pool_2x2_row(const float* r0, const float* r1, std::int64_t base
     step(even(b0, b1), off10);
     step(odd(b0, b1), off11);
     const __m256i i32 = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base + 2 * ow)), cols), off);
-    auto* i64 = reinterpret_cast<long long*>(idx + ow);
-    _mm256_maskstore_ps(y + ow, m_out, best);
-    _mm256_maskstore_epi64(i64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(m_out)),
-                           _mm256_cvtepi32_epi64(_mm256_castsi256_si128(i32)));
-    _mm256_maskstore_epi64(i64 + 4, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m_out, 1)),
-                           _mm256_cvtepi32_epi64(_mm256_extracti128_si256(i32, 1)));
-  }
+    const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(i32));
+    const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(i32, 1));
+    if constexpr (Partial) {
+      auto* i64 = reinterpret_cast<long long*>(idx + ow);
+      _mm256_maskstore_ps(y + ow, m_out, best);
+      _mm256_maskstore_epi64(i64, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(m_out)), lo);
+      _mm256_maskstore_epi64(i64 + 4, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m_out, 1)), hi);
+    } else {
+      _mm256_storeu_ps(y + ow, best);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow + 4), hi);
+    }
+  };
+  std::int64_t ow = 0;
+  for (; ow + 8 <= Wo; ow += 8) group.template operator()<false>(ow, 8);
+  if (ow < Wo) group.template operator()<true>(ow, Wo - ow);
 }
 #endif
 

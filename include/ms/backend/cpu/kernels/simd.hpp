@@ -37,6 +37,27 @@ inline V c(double v) {
   return V(static_cast<scalar_t<V>>(v));
 }
 
+/// The mask of a batch's first n lanes (0 <= n <= the batch size).
+template <class B>
+inline auto first_lanes(std::int64_t n) {
+  using T = scalar_t<B>;
+  alignas(64) T index[B::size];
+  for (std::size_t l = 0; l < B::size; ++l) index[l] = static_cast<T>(l);
+  return B::load_aligned(index) < B(static_cast<T>(n));
+}
+
+/// The n elements at p (0 < n < the batch size) in a batch whose other lanes are zero;
+/// `first` is first_lanes<B>(n). With `read_on` (the caller knows that a whole batch at p
+/// is readable) the batch is loaded whole and masked, otherwise it goes through a copy, so
+/// that nothing past p + n is read.
+template <class B>
+inline B load_first(const scalar_t<B>* p, std::int64_t n, const typename B::batch_bool_type& first, bool read_on) {
+  if (read_on) return xsimd::select(first, B::load_unaligned(p), B(scalar_t<B>(0)));
+  alignas(64) scalar_t<B> tmp[B::size] = {};
+  for (std::int64_t l = 0; l < n; ++l) tmp[l] = p[l];
+  return B::load_aligned(tmp);
+}
+
 // Unary math: xsimd for batches, <cmath> for scalars.
 #define MS_SIMD_UNARY(name, scalar_expr)                  \
   template <class V>                                      \
