@@ -19,7 +19,6 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "core/format.hpp"
-#include "core/eigen.hpp"
 #include "core/npy.hpp"
 #include "ops/registry.hpp"
 #include "ops/dispatch.hpp"

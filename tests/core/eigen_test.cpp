@@ -3,6 +3,8 @@
 
 #include <Eigen/Core>
 
+#include <ms/core/eigen.hpp>
+
 #include "test_util.hpp"
 
 using ms_test::require_shape;

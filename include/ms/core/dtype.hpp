@@ -8,17 +8,12 @@
 #include <string_view>
 #include <type_traits>
 
-#include <Eigen/Core>  // Eigen::half, Eigen::bfloat16 (storage types for 16-bit floats)
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "error.hpp"
+#include "float16.hpp"
 
 namespace ms {
-
-/// IEEE 754 binary16 (Eigen's type).
-using half = Eigen::half;
-/// bfloat16 (Eigen's type).
-using bfloat16 = Eigen::bfloat16;
 
 /// Runtime element type of a tensor.
 enum class DType : std::uint8_t { f32 = 0, f64, i32, i64, u8, b8, f16, bf16 };
@@ -133,9 +128,9 @@ decltype(auto) visit_dtype(DType d, F&& f) {
 }  // namespace ms
 
 template <>
-struct fmt::formatter<ms::DType> : fmt::formatter<std::string_view> {
+struct fmt::formatter<ms::DType> : ms::detail::TextFormatter {
   template <class Ctx>
   auto format(ms::DType d, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(ms::dtype_name(d), ctx);
+    return format_text(ms::dtype_name(d), ctx);
   }
 };

@@ -3,7 +3,9 @@
 // tensor's memory as an Eigen::Map that follows its strides, and ms::from_eigen(m)
 // makes a tensor over an Eigen object's memory (borrowed storage). Nothing is
 // copied either way: a write through one is seen by the other.
-// Must not know about ops; include it where Eigen code meets tensors.
+// Not part of <ms/ms.hpp> (a unit that includes only that parses no Eigen): include
+// <ms/core/eigen.hpp> where Eigen code meets tensors. float16 and bfloat16 tensors map as
+// Eigen::half / Eigen::bfloat16 matrices (the same 16 bits). Must not know about ops.
 
 #include <type_traits>
 
@@ -13,14 +15,28 @@
 
 namespace ms {
 
+namespace detail {
+/// The Eigen scalar type of an ms element type, and back: ms::half is Eigen::half's layout.
+template <class T> struct EigenScalar { using type = T; };
+template <> struct EigenScalar<half> { using type = Eigen::half; };
+template <> struct EigenScalar<bfloat16> { using type = Eigen::bfloat16; };
+template <class S> struct ElementOfEigen { using type = S; };
+template <> struct ElementOfEigen<Eigen::half> { using type = half; };
+template <> struct ElementOfEigen<Eigen::bfloat16> { using type = bfloat16; };
+static_assert(sizeof(Eigen::half) == sizeof(half) && sizeof(Eigen::bfloat16) == sizeof(bfloat16));
+}  // namespace detail
+/// The Eigen scalar type that maps an ms element type (T itself but for half and bfloat16).
+template <class T>
+using eigen_scalar_t = typename detail::EigenScalar<T>::type;
+
 /// Row-major map with runtime strides: what as_eigen() returns.
 template <class T>
-using EigenMatrixMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
+using EigenMatrixMap = Eigen::Map<Eigen::Matrix<eigen_scalar_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
                                   Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
 /// Column-vector map with a runtime stride: what as_eigen_vector() returns.
 template <class T>
 using EigenVectorMap =
-    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned, Eigen::InnerStride<Eigen::Dynamic>>;
+    Eigen::Map<Eigen::Matrix<eigen_scalar_t<T>, Eigen::Dynamic, 1>, Eigen::Unaligned, Eigen::InnerStride<Eigen::Dynamic>>;
 
 /// Maps a 2-D tensor as a rows x cols Eigen matrix, or a 1-D tensor as an n x 1 column,
 /// over the tensor's own memory and strides (transposed and sliced views work; a
@@ -34,7 +50,7 @@ EigenMatrixMap<T> as_eigen(const Tensor<T>& t) {
   MS_CHECK(t.device().is_cpu(), DeviceError, "as_eigen: tensor is on {}, copy it to the cpu first", t.device());
   MS_CHECK(t.dim() == 1 || t.dim() == 2, ShapeError, "as_eigen: expects a 1-D or 2-D tensor, got shape {}",
            shape_str(t.shape()));
-  T* p = static_cast<T*>(t.raw_data());
+  auto* p = static_cast<eigen_scalar_t<T>*>(t.raw_data());
   if (t.dim() == 1)
     return EigenMatrixMap<T>(p, t.shape()[0], 1, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(t.strides()[0], 1));
   return EigenMatrixMap<T>(p, t.shape()[0], t.shape()[1],
@@ -48,7 +64,7 @@ EigenVectorMap<T> as_eigen_vector(const Tensor<T>& t) {
   MS_CHECK(t.defined(), ValueError, "as_eigen_vector: the tensor is undefined");
   MS_CHECK(t.device().is_cpu(), DeviceError, "as_eigen_vector: tensor is on {}, copy it to the cpu first", t.device());
   MS_CHECK(t.dim() == 1, ShapeError, "as_eigen_vector: expects a 1-D tensor, got shape {}", shape_str(t.shape()));
-  return EigenVectorMap<T>(static_cast<T*>(t.raw_data()), t.shape()[0], Eigen::InnerStride<Eigen::Dynamic>(t.strides()[0]));
+  return EigenVectorMap<T>(static_cast<eigen_scalar_t<T>*>(t.raw_data()), t.shape()[0], Eigen::InnerStride<Eigen::Dynamic>(t.strides()[0]));
 }
 
 /// A tensor over the memory of an Eigen matrix, array, Map, Ref or block, without a copy:
@@ -60,13 +76,14 @@ EigenVectorMap<T> as_eigen_vector(const Tensor<T>& t) {
 template <class D>
 auto from_eigen(D&& m) {
   using Obj = std::remove_cvref_t<D>;
-  using T = std::remove_const_t<typename Obj::Scalar>;
+  using S = std::remove_const_t<typename Obj::Scalar>;
+  using T = typename detail::ElementOfEigen<S>::type;
   static_assert(!(std::is_rvalue_reference_v<D&&> && std::is_base_of_v<Eigen::PlainObjectBase<Obj>, Obj>),
                 "ms::from_eigen: the tensor would outlive a temporary Eigen matrix; pass a named object");
   static_assert((Obj::Flags & Eigen::DirectAccessBit) != 0,
                 "ms::from_eigen: the Eigen expression has no direct memory access (evaluate it into a matrix first)");
   static_assert(Element<T>, "ms::from_eigen: the Eigen scalar type is not an ms element type");
-  T* data = const_cast<T*>(m.data());
+  void* data = const_cast<S*>(m.data());
   Shape shape, strides;
   if constexpr (Obj::IsVectorAtCompileTime) {
     shape = Shape{static_cast<std::int64_t>(m.size())};
@@ -85,7 +102,7 @@ auto from_eigen(D&& m) {
     if (shape[i] > 1) extent += (shape[i] - 1) * strides[i];
   }
   std::size_t nbytes = n == 0 ? 0 : static_cast<std::size_t>(extent + 1) * sizeof(T);
-  auto storage = Storage::borrowed(static_cast<void*>(data), nbytes, Device::cpu());
+  auto storage = Storage::borrowed(data, nbytes, Device::cpu());
   return Tensor<T>(AnyTensor::view_of(std::move(storage), shape, strides, 0, dtype_v<T>));
 }
 

@@ -14,7 +14,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "../core/linkage.hpp"
+#if MS_KERNEL_BODIES
 #include <Eigen/Core>
+#endif
 
 #include "../core/parallel.hpp"
 #include "dnnl.hpp"
