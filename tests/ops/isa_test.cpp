@@ -47,7 +47,7 @@ ms::ops::Attrs attrs_for(const std::string& name) {
 /// Runs every elementwise op bound by the ISA dispatch on every dtype it supports.
 std::vector<std::pair<std::string, AnyTensor>> run_all() {
   std::vector<std::pair<std::string, AnyTensor>> out;
-  for (const auto& [name, base] : ms::ops::detail::isa_binding().base) {
+  for (const auto& [name, base] : ms::ops::detail::isa_base_tables()) {
     const ms::ops::OpDef& op = ms::ops::registry().get(name);
     for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64, DType::b8}) {
       if (!op.cpu_dtypes.contains(d)) continue;
@@ -111,14 +111,14 @@ TEST_CASE("isa: the program holds every level and binds the best one the CPU run
 
 TEST_CASE("isa: set_isa binds every elementwise op to that level's kernels", "[isa]") {
   IsaGuard guard;
-  const auto& binding = ms::ops::detail::isa_binding();
+  const auto base_tables = ms::ops::detail::isa_base_tables();
   // The elementwise ops of ops/unary.hpp and ops/binary.hpp (46 in all), where among them.
-  CHECK(binding.base.size() >= 46);
-  CHECK(binding.base.count("where") == 1);
+  CHECK(base_tables.size() >= 46);
+  CHECK(base_tables.count("where") == 1);
   for (Isa l : runnable_isas()) {
     ms::cpu::set_isa(l);
     CHECK(ms::cpu::isa() == l);
-    for (const auto& [name, base] : binding.base) {
+    for (const auto& [name, base] : base_tables) {
       INFO(name << " at " << ms::cpu::isa_name(l));
       const ms::ops::OpDef& op = ms::ops::registry().get(name);
       const ms::ops::IsaKernelRow* row = l == Isa::baseline ? &base : ms::ops::detail::find_isa_row(l, name);

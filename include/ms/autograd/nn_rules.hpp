@@ -14,6 +14,7 @@
 
 namespace ms::autograd {
 
+#if MS_KERNEL_BODIES  // the rows are registered by the unit that defines the ops: core/linkage.hpp
 namespace nn_rules {
 using namespace ms::ops;
 using rules::g0;
@@ -156,5 +157,6 @@ inline bool install() {
 
 /// Installs the nn gradient rows into the registry when this header is included.
 MS_REGISTRATION(const bool nn_rules_installed, nn_rules::install());
+#endif  // MS_KERNEL_BODIES
 
 }  // namespace ms::autograd

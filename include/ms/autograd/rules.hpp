@@ -23,6 +23,7 @@ namespace ms::autograd {
 using ops::GradArgs;
 using Grads = std::vector<AnyTensor>;
 
+#if MS_KERNEL_BODIES  // the rows are registered by the unit that defines the ops: core/linkage.hpp
 namespace rules {
 using namespace ms::ops;
 
@@ -317,5 +318,6 @@ inline bool install() {
 
 /// Installs the gradient table into the registry when this header is included.
 MS_REGISTRATION(const bool rules_installed, rules::install());
+#endif  // MS_KERNEL_BODIES
 
 }  // namespace ms::autograd

@@ -31,6 +31,7 @@ struct Placement {
   std::vector<int> waits;       ///< nodes on other streams this one waits for (events)
 };
 
+#if MS_IMPL_BODIES  // used by DeviceExecutable's build, compiled once: core/linkage.hpp
 namespace detail {
 
 /// View ops that never need a contiguous input (reshape-like ones may copy).
@@ -240,5 +241,7 @@ inline int assign_streams(const graph::Graph& G, const NodeDeps& nd, int max_str
   }
   return std::max<int>(1, static_cast<int>(tail.size()));
 }
+
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::backend

@@ -20,6 +20,42 @@
 #include "../core/cpu_isa.hpp"
 #include "registry.hpp"
 
+namespace ms::cpu {
+
+/// The levels whose elementwise kernels this program contains, lowest first (baseline always).
+MS_IMPL std::vector<Isa> compiled_isas();
+/// The best compiled level that is not above `want`.
+MS_IMPL Isa best_compiled_isa(Isa want);
+/// The level whose elementwise kernels run.
+MS_IMPL Isa isa();
+/// The copy of kernel `name` (an MS_ISA_FUNCTION of the level units) for the level in force,
+/// or `base`, the program's own copy, when that level is the baseline or has no such row.
+/// Look it up once per op call, outside the parallel part.
+MS_IMPL ops::IsaFn isa_function(std::string_view name, ops::IsaFn base);
+/// "avx512 (x86-64-v4 (AVX-512 F/BW/DQ/VL)); compiled: baseline sse4 avx2 avx512; CPU: avx512".
+MS_IMPL std::string isa_summary();
+/// Binds every elementwise op to the kernels of `level` (for tests and benchmarks that
+/// compare levels in one process; MS_CPU_ISA does the same at start-up). Call it while no
+/// op runs: executables compiled before keep the kernels they were compiled with.
+/// ValueError when the CPU cannot run the level or the program does not contain it.
+MS_IMPL void set_isa(Isa level);
+
+}  // namespace ms::cpu
+
+namespace ms::ops {
+/// Registers an elementwise op (made by make_elementwise_op) and binds it to the kernels of
+/// the level in force.
+MS_IMPL const OpDef& add_elementwise_op(OpDef d);
+
+namespace detail {
+/// The baseline kernel tables of every op bound by add_elementwise_op, by op name.
+MS_IMPL std::map<std::string, IsaKernelRow, std::less<>> isa_base_tables();
+/// The row of `level` for op `name` among the level units linked in, or null.
+MS_IMPL const IsaKernelRow* find_isa_row(cpu::Isa level, std::string_view name);
+}  // namespace detail
+}  // namespace ms::ops
+
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 // The bounds of the section the linker makes from the levels' rows; null when the program
 // holds no level unit (a header-only build).
 extern "C" {
@@ -39,7 +75,7 @@ inline std::span<const IsaKernelRow> isa_rows() {
   return {__start_ms_isa_rows, static_cast<std::size_t>(__stop_ms_isa_rows - __start_ms_isa_rows)};
 }
 
-inline const IsaKernelRow* find_isa_row(cpu::Isa level, std::string_view name) {
+MS_IMPL const IsaKernelRow* find_isa_row(cpu::Isa level, std::string_view name) {
   for (const IsaKernelRow& r : isa_rows())
     if (r.level == static_cast<int>(level) && r.name != nullptr && name == r.name) return &r;
   return nullptr;
@@ -57,6 +93,11 @@ inline IsaBinding& isa_binding() {
   static auto* b = new IsaBinding();
   return *b;
 }
+MS_IMPL std::map<std::string, IsaKernelRow, std::less<>> isa_base_tables() {
+  auto& b = isa_binding();
+  std::lock_guard lk(b.mu);
+  return b.base;
+}
 
 inline IsaKernelRow tables_of(const OpDef& d) {
   IsaKernelRow r;
@@ -72,8 +113,7 @@ inline IsaKernelRow tables_of(const OpDef& d) {
 
 namespace ms::cpu {
 
-/// The levels whose elementwise kernels this program contains, lowest first (baseline always).
-inline std::vector<Isa> compiled_isas() {
+MS_IMPL std::vector<Isa> compiled_isas() {
   std::vector<Isa> out{Isa::baseline};
   for (const ops::IsaKernelRow& r : ops::detail::isa_rows())
     if (std::find(out.begin(), out.end(), static_cast<Isa>(r.level)) == out.end()) out.push_back(static_cast<Isa>(r.level));
@@ -81,8 +121,7 @@ inline std::vector<Isa> compiled_isas() {
   return out;
 }
 
-/// The best compiled level that is not above `want`.
-inline Isa best_compiled_isa(Isa want) {
+MS_IMPL Isa best_compiled_isa(Isa want) {
   Isa best = Isa::baseline;
   for (Isa l : compiled_isas())
     if (static_cast<int>(l) <= static_cast<int>(want)) best = l;
@@ -108,17 +147,13 @@ inline Isa current_isa_locked(ops::detail::IsaBinding& b) {
 }
 }  // namespace detail
 
-/// The level whose elementwise kernels run.
-inline Isa isa() {
+MS_IMPL Isa isa() {
   auto& b = ops::detail::isa_binding();
   std::lock_guard lk(b.mu);
   return detail::current_isa_locked(b);
 }
 
-/// The copy of kernel `name` (an MS_ISA_FUNCTION of the level units) for the level in force,
-/// or `base`, the program's own copy, when that level is the baseline or has no such row.
-/// Look it up once per op call, outside the parallel part.
-inline ops::IsaFn isa_function(std::string_view name, ops::IsaFn base) {
+MS_IMPL ops::IsaFn isa_function(std::string_view name, ops::IsaFn base) {
   const int level = static_cast<int>(isa());
   if (level == static_cast<int>(Isa::baseline) || __start_ms_isa_fns == nullptr || __stop_ms_isa_fns == nullptr)
     return base;
@@ -127,8 +162,7 @@ inline ops::IsaFn isa_function(std::string_view name, ops::IsaFn base) {
   return base;
 }
 
-/// "avx512 (x86-64-v4 (AVX-512 F/BW/DQ/VL)); compiled: baseline sse4 avx2 avx512; CPU: avx512".
-inline std::string isa_summary() {
+MS_IMPL std::string isa_summary() {
   std::string compiled;
   for (Isa l : compiled_isas()) compiled += (compiled.empty() ? "" : " ") + std::string(isa_name(l));
   const Isa now = isa();
@@ -136,11 +170,7 @@ inline std::string isa_summary() {
                      isa_name(detected_isa()));
 }
 
-/// Binds every elementwise op to the kernels of `level` (for tests and benchmarks that
-/// compare levels in one process; MS_CPU_ISA does the same at start-up). Call it while no
-/// op runs: executables compiled before keep the kernels they were compiled with.
-/// ValueError when the CPU cannot run the level or the program does not contain it.
-inline void set_isa(Isa level) {
+MS_IMPL void set_isa(Isa level) {
   check_isa_supported(level, detected_isa(), "set_isa");
   const auto compiled = compiled_isas();
   if (std::find(compiled.begin(), compiled.end(), level) == compiled.end()) {
@@ -163,9 +193,7 @@ inline void set_isa(Isa level) {
 
 namespace ms::ops {
 
-/// Registers an elementwise op (made by make_elementwise_op) and binds it to the kernels of
-/// the level in force.
-inline const OpDef& add_elementwise_op(OpDef d) {
+MS_IMPL const OpDef& add_elementwise_op(OpDef d) {
   auto& b = detail::isa_binding();
   std::lock_guard lk(b.mu);
   const cpu::Isa level = cpu::detail::current_isa_locked(b);
@@ -177,3 +205,4 @@ inline const OpDef& add_elementwise_op(OpDef d) {
 }
 
 }  // namespace ms::ops
+#endif  // MS_IMPL_BODIES
