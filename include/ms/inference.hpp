@@ -142,7 +142,7 @@ MS_IMPL Device InferenceModel::parse_backend(const std::string& name) {
     }
   }
   MS_THROW(BackendError, "inference: backend '{}' is not available in this build (available: {})", name,
-           fmt::join(names, ", "));
+           ::ms::detail::join_text(names, ", "));
 }
 }  // namespace ms
 #endif

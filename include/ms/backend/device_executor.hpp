@@ -697,7 +697,7 @@ MS_IMPL std::string DeviceExecutable::dump() const {
       "per step {} host->device and {} device->host copies{}{}\n",
       be_->device(), dev, host, views, streams_.size(), events, h2d, d2h,
       aicpu == 0 ? std::string() : fmt::format("; {} of the device kernels on ai_cpu", aicpu),
-      fallback.empty() ? std::string() : fmt::format("; host fallback: {}", fmt::join(fallback, ", ")));
+      fallback.empty() ? std::string() : fmt::format("; host fallback: {}", ::ms::detail::join_text(fallback, ", ")));
   std::string ir = G.str();
   // Annotate each node line ("... # name") with its placement.
   std::size_t node = 0, pos = 0;
@@ -718,7 +718,7 @@ MS_IMPL std::string DeviceExecutable::dump() const {
       if (!p.waits.empty()) {
         std::vector<std::string> w;
         for (int k : p.waits) w.push_back(G.nodes()[static_cast<std::size_t>(k)].name);
-        where += fmt::format(" waits [{}]", fmt::join(w, ", "));
+        where += fmt::format(" waits [{}]", ::ms::detail::join_text(w, ", "));
       }
       line += where;
       ++node;

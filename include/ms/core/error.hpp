@@ -7,7 +7,13 @@
 #include <string>
 #include <utility>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
+
+#include "linkage.hpp"
+#include "text.hpp"
+#if MS_KERNEL_BODIES
+#include <fmt/format.h>  // what the kernels and the bodies compiled once format with
+#endif
 
 namespace ms {
 
@@ -60,8 +66,17 @@ MS_DEFINE_ERROR(NotImplementedError, "not_implemented")
 
 }  // namespace ms
 
-/// Throws ms::Type with a fmt-formatted message.
+/// Throws ms::Type with a fmt-formatted message: MS_THROW(ShapeError, "{}: shapes {} and {}", ...).
+/// The format string is checked against the arguments at compile time in the units that compile
+/// ms's kernels (the kernel library, header-only programs, the tests), which parse every message
+/// ms has. A unit with separate kernels (a user's API unit, core/linkage.hpp) formats at run
+/// time instead: checking hundreds of messages again in every such unit would cost about a
+/// second of its compile. Define MS_CHECKED_FORMATS to check in every unit.
+#if MS_KERNEL_BODIES || defined(MS_CHECKED_FORMATS)
 #define MS_THROW(Type, ...) throw ::ms::Type(::fmt::format(__VA_ARGS__))
+#else
+#define MS_THROW(Type, message, ...) throw ::ms::Type(::fmt::format(::fmt::runtime(message) __VA_OPT__(, ) __VA_ARGS__))
+#endif
 
 /// Checks a user-facing condition; throws ms::Type with a formatted message when false.
 #define MS_CHECK(cond, Type, ...)         \

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "linkage.hpp"
 #include "tensor.hpp"
@@ -240,7 +240,7 @@ struct fmt::formatter<ms::AnyTensor> {
       precision = 0;
       while (it != ctx.end() && *it >= '0' && *it <= '9') precision = precision * 10 + (*it++ - '0');
     }
-    if (it != ctx.end() && *it != '}') throw format_error("ms::Tensor format spec must be empty or .N (decimals)");
+    if (it != ctx.end() && *it != '}') ctx.on_error("ms::Tensor format spec must be empty or .N (decimals)");
     return it;
   }
   template <class Ctx>

@@ -249,7 +249,7 @@ struct Layout {
 
 inline std::string dims_str(const std::vector<std::int64_t>& d) {
   if (d.size() == 1) return fmt::format("({},)", d[0]);
-  return fmt::format("({})", fmt::join(d.begin(), d.end(), ", "));
+  return fmt::format("({})", ::ms::detail::join_text(d.begin(), d.end(), ", "));
 }
 
 /// Maps a descr ("<f4", ">i8", "|b1", ...) to a dtype and whether its bytes need swapping.

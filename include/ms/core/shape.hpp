@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "error.hpp"
 
@@ -183,7 +183,7 @@ inline Shape contiguous_strides(const Shape& s) {
 /// NumPy-style text: "(3, 4)", "(5,)", "()".
 inline std::string shape_str(const Shape& s) {
   if (s.rank() == 1) return fmt::format("({},)", s[0]);
-  return fmt::format("({})", fmt::join(s.begin(), s.end(), ", "));
+  return fmt::format("({})", ::ms::detail::join_text(s.begin(), s.end(), ", "));
 }
 
 /// Broadcasts two shapes by NumPy's rules; std::nullopt-like flag via `ok`.
@@ -219,9 +219,9 @@ inline int normalize_axis(std::int64_t axis, int rank, std::string_view op) {
 }  // namespace ms
 
 template <>
-struct fmt::formatter<ms::Shape> : fmt::formatter<std::string_view> {
+struct fmt::formatter<ms::Shape> : ms::detail::TextFormatter {
   template <class Ctx>
   auto format(const ms::Shape& s, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(ms::shape_str(s), ctx);
+    return format_text(ms::shape_str(s), ctx);
   }
 };

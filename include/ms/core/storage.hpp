@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "allocator.hpp"
 #include "error.hpp"
@@ -88,9 +88,9 @@ struct Storage {
 }  // namespace ms
 
 template <>
-struct fmt::formatter<ms::Device> : fmt::formatter<std::string_view> {
+struct fmt::formatter<ms::Device> : ms::detail::TextFormatter {
   template <class Ctx>
   auto format(const ms::Device& d, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(d.str(), ctx);
+    return format_text(d.str(), ctx);
   }
 };

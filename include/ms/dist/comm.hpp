@@ -448,7 +448,7 @@ class Watch {
 inline const GroupRec& member(const Group& g, const char* what) {
   const GroupRec& r = g.rec(what);
   MS_CHECK(r.rank >= 0, DistError, "{}: rank {} is not a member of process group {} (ranks {})", what, state().rank,
-           g.id(), fmt::join(r.ranks, ", "));
+           g.id(), ::ms::detail::join_text(r.ranks, ", "));
   return r;
 }
 

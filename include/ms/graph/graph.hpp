@@ -138,7 +138,7 @@ inline std::string meta_str(const ops::TensorMeta& m) { return fmt::format("{}{}
 
 /// The display name of a node's op: fused nodes list their members, "fused[mul+add+tanh]".
 inline std::string node_label(const Node& n) {
-  if (n.fused) return fmt::format("fused[{}]", fmt::join(n.fused->members, "+"));
+  if (n.fused) return fmt::format("fused[{}]", ::ms::detail::join_text(n.fused->members, "+"));
   return n.op->name;
 }
 
@@ -157,12 +157,12 @@ inline std::string Graph::str() const {
     for (ValueId v : n.inputs) ins.push_back(vname(v));
     std::vector<std::string> metas;
     for (ValueId v : n.outputs) metas.push_back(meta_str(values_[v].meta));
-    s += fmt::format("{} = {}({}){} : {}   # {}\n", fmt::join(outs, ", "), node_label(n), fmt::join(ins, ", "),
-                     n.attrs.empty() ? "" : " {" + n.attrs.str() + "}", fmt::join(metas, ", "), n.name);
+    s += fmt::format("{} = {}({}){} : {}   # {}\n", ::ms::detail::join_text(outs, ", "), node_label(n), ::ms::detail::join_text(ins, ", "),
+                     n.attrs.empty() ? "" : " {" + n.attrs.str() + "}", ::ms::detail::join_text(metas, ", "), n.name);
   }
   std::vector<std::string> outs;
   for (ValueId v : outputs_) outs.push_back(vname(v));
-  s += fmt::format("return {}\n", fmt::join(outs, ", "));
+  s += fmt::format("return {}\n", ::ms::detail::join_text(outs, ", "));
   return s;
 }
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "../core/linkage.hpp"
 #include "../ops/unary.hpp"

@@ -120,7 +120,7 @@ inline std::vector<AnyTensor> Expand(const NodeCtx& c) {
   for (int i = 0; i < r; ++i) {
     const int xi = i - (r - x.dim()), si = i - (r - static_cast<int>(s.size()));
     const std::int64_t a = xi >= 0 ? x.shape()[xi] : 1, b = si >= 0 ? s[static_cast<std::size_t>(si)] : 1;
-    if (a != b && a != 1 && b != 1) c.fail(fmt::format("cannot broadcast {} to [{}]", shape_str(x.shape()), fmt::join(s, ", ")));
+    if (a != b && a != 1 && b != 1) c.fail(fmt::format("cannot broadcast {} to [{}]", shape_str(x.shape()), ::ms::detail::join_text(s, ", ")));
     out[static_cast<std::size_t>(i)] = a == 1 ? b : a;
   }
   return one(o::contiguous(o::expand(x, out)));

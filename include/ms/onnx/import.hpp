@@ -105,7 +105,7 @@ inline std::vector<int> topo_order(const pb::GraphProto& g, const std::set<std::
     for (int i = 0; i < n && stuck.size() < 8; ++i)
       if (pending[static_cast<std::size_t>(i)] > 0)
         stuck.push_back(fmt::format("'{}' ({})", g.node(i).name(), g.node(i).op_type()));
-    bad_model(file, fmt::format("the graph has a cycle through nodes {}", fmt::join(stuck, ", ")));
+    bad_model(file, fmt::format("the graph has a cycle through nodes {}", ::ms::detail::join_text(stuck, ", ")));
   }
   return order;
 }

@@ -175,7 +175,7 @@ MS_IMPL std::string Attrs::str() const {
 MS_IMPL std::string Attrs::value_str(const AttrValue& v) {
   return std::visit([](auto& x) -> std::string {
     using X = std::decay_t<decltype(x)>;
-    if constexpr (std::is_same_v<X, IntList>) return fmt::format("[{}]", fmt::join(x, ", "));
+    if constexpr (std::is_same_v<X, IntList>) return fmt::format("[{}]", ::ms::detail::join_text(x, ", "));
     else if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
     else if constexpr (std::is_same_v<X, double>) return fmt::format("{}", x);
     else return fmt::format("{}", x);

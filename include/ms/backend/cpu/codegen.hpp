@@ -110,18 +110,18 @@ inline bool supported(const graph::FusedProgram& p, std::span<const ops::TensorM
 inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next, std::uint64_t scalars,
                                  const std::string& name) {
   const char* T = p.out_meta.dtype == DType::f32 ? "float" : "double";
-  std::string s = fmt::format("// {}: fused[{}] ({})\nnamespace {{\nstruct {}_f {{\n", name, fmt::join(p.members, "+"), T,
+  std::string s = fmt::format("// {}: fused[{}] ({})\nnamespace {{\nstruct {}_f {{\n", name, ::ms::detail::join_text(p.members, "+"), T,
                               name);
   for (std::size_t k = 0; k < p.source.size(); ++k) {
     const auto& si = p.source[k];
     std::vector<std::string> ps;
     for (int j = 0; j < ops::kMaxElementwiseParams; ++j) ps.push_back(literal(si.params[j]));
-    s += fmt::format("  static constexpr double p{}[] = {{{}}};\n  const {} f{}{{p{}}};\n", k, fmt::join(ps, ", "),
+    s += fmt::format("  static constexpr double p{}[] = {{{}}};\n  const {} f{}{{p{}}};\n", k, ::ms::detail::join_text(ps, ", "),
                      si.op->elementwise.formula, k, k);
   }
   std::vector<std::string> args;
   for (std::size_t e = 0; e < next; ++e) args.push_back(fmt::format("V x{}", e));
-  s += fmt::format("  template <class V>\n  V operator()({}) const {{\n", fmt::join(args, ", "));
+  s += fmt::format("  template <class V>\n  V operator()({}) const {{\n", ::ms::detail::join_text(args, ", "));
   std::vector<std::string> temp;  // temp index -> the value it holds now
   std::string result;
   for (std::size_t k = 0; k < p.source.size(); ++k) {
@@ -129,7 +129,7 @@ inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next,
     std::vector<std::string> a;
     for (int j = 0; j < si.nin; ++j)
       a.push_back(si.src[j] < 0 ? fmt::format("x{}", -si.src[j] - 1) : temp.at(static_cast<std::size_t>(si.src[j])));
-    s += fmt::format("    V v{} = f{}({});\n    ms::simd::no_contract(v{});\n", k, k, fmt::join(a, ", "), k);
+    s += fmt::format("    V v{} = f{}({});\n    ms::simd::no_contract(v{});\n", k, k, ::ms::detail::join_text(a, ", "), k);
     const std::string v = fmt::format("v{}", k);
     if (si.dst < 0) result = v;
     else {
@@ -157,7 +157,7 @@ inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next,
     }
   }
   s += fmt::format("  std::int64_t i = 0;\n  for (; i + W <= n; i += W) f({}).store_unaligned(out + i);\n",
-                   fmt::join(main_args, ", "));
+                   ::ms::detail::join_text(main_args, ", "));
   s += "  if (i < n) {\n    const std::int64_t r = n - i;\n    alignas(64) T to[W];\n";
   for (std::size_t e = 0; e < next; ++e)
     if (!(scalars >> e & 1)) s += fmt::format("    alignas(64) T t{}[W];\n", e);
@@ -165,7 +165,7 @@ inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next,
   for (std::size_t e = 0; e < next; ++e)
     if (!(scalars >> e & 1)) s += fmt::format("      t{}[j] = p{}[k];\n", e, e);
   s += fmt::format("    }}\n    f({}).store_aligned(to);\n    for (std::int64_t j = 0; j < r; ++j) out[i + j] = to[j];\n  }}\n}}\n\n",
-                   fmt::join(tail_args, ", "));
+                   ::ms::detail::join_text(tail_args, ", "));
   return s;
 }
 
