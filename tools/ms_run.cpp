@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli.hpp"
 #include <ms/ms.hpp>

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "test_util.hpp"
 
 MS_TEST_COVERS("fused");

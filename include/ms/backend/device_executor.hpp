@@ -696,8 +696,8 @@ MS_IMPL std::string DeviceExecutable::dump() const {
       "# device graph on {}: {} device kernels, {} host nodes, {} views; {} stream(s), {} cross-stream waits; "
       "per step {} host->device and {} device->host copies{}{}\n",
       be_->device(), dev, host, views, streams_.size(), events, h2d, d2h,
-      aicpu == 0 ? std::string() : fmt::format("; {} of the device kernels on ai_cpu", aicpu),
-      fallback.empty() ? std::string() : fmt::format("; host fallback: {}", ::ms::detail::join_text(fallback, ", ")));
+      aicpu == 0 ? std::string() : MS_FORMAT("; {} of the device kernels on ai_cpu", aicpu),
+      fallback.empty() ? std::string() : MS_FORMAT("; host fallback: {}", ::ms::detail::join_text(fallback, ", ")));
   std::string ir = G.str();
   // Annotate each node line ("... # name") with its placement.
   std::size_t node = 0, pos = 0;
@@ -709,16 +709,16 @@ MS_IMPL std::string DeviceExecutable::dump() const {
     if (node < G.nodes().size() && line.size() > G.nodes()[node].name.size() &&
         line.ends_with("# " + G.nodes()[node].name)) {
       const auto& p = place_[node];
-      std::string where = fmt::format("  @{}", engine_name(p.engine));
-      if (p.engine != Engine::host_cpu && p.reason != "view") where += fmt::format(" stream {}", p.stream);
-      where += fmt::format(" ({}", p.reason);
-      if (p.copies_in) where += fmt::format(", {} copies in", p.copies_in);
-      if (p.reason != "view") where += fmt::format(", ~{:.1f} us", p.cost_us);
+      std::string where = MS_FORMAT("  @{}", engine_name(p.engine));
+      if (p.engine != Engine::host_cpu && p.reason != "view") where += MS_FORMAT(" stream {}", p.stream);
+      where += MS_FORMAT(" ({}", p.reason);
+      if (p.copies_in) where += MS_FORMAT(", {} copies in", p.copies_in);
+      if (p.reason != "view") where += MS_FORMAT(", ~{:.1f} us", p.cost_us);
       where += ")";
       if (!p.waits.empty()) {
         std::vector<std::string> w;
         for (int k : p.waits) w.push_back(G.nodes()[static_cast<std::size_t>(k)].name);
-        where += fmt::format(" waits [{}]", ::ms::detail::join_text(w, ", "));
+        where += MS_FORMAT(" waits [{}]", ::ms::detail::join_text(w, ", "));
       }
       line += where;
       ++node;

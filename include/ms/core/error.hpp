@@ -66,17 +66,19 @@ MS_DEFINE_ERROR(NotImplementedError, "not_implemented")
 
 }  // namespace ms
 
-/// Throws ms::Type with a fmt-formatted message: MS_THROW(ShapeError, "{}: shapes {} and {}", ...).
-/// The format string is checked against the arguments at compile time in the units that compile
-/// ms's kernels (the kernel library, header-only programs, the tests), which parse every message
-/// ms has. A unit with separate kernels (a user's API unit, core/linkage.hpp) formats at run
-/// time instead: checking hundreds of messages again in every such unit would cost about a
+/// MS_FORMAT("{}: shapes {} and {}", ...): fmt::format for ms's own messages and text. The
+/// format string is checked against the arguments at compile time in the units that compile
+/// ms's kernels (the kernel library, header-only programs), which parse every message ms has.
+/// A unit with separate kernels (a user's API unit, core/linkage.hpp) formats at run time
+/// instead: checking some three hundred format strings again in every such unit cost about a
 /// second of its compile. Define MS_CHECKED_FORMATS to check in every unit.
 #if MS_KERNEL_BODIES || defined(MS_CHECKED_FORMATS)
-#define MS_THROW(Type, ...) throw ::ms::Type(::fmt::format(__VA_ARGS__))
+#define MS_FORMAT(...) ::fmt::format(__VA_ARGS__)
 #else
-#define MS_THROW(Type, message, ...) throw ::ms::Type(::fmt::format(::fmt::runtime(message) __VA_OPT__(, ) __VA_ARGS__))
+#define MS_FORMAT(message, ...) ::fmt::vformat(::fmt::string_view(message), ::fmt::make_format_args(__VA_ARGS__))
 #endif
+/// Throws ms::Type with an MS_FORMAT message: MS_THROW(ShapeError, "{}: bad shape {}", op, s).
+#define MS_THROW(Type, ...) throw ::ms::Type(MS_FORMAT(__VA_ARGS__))
 
 /// Checks a user-facing condition; throws ms::Type with a formatted message when false.
 #define MS_CHECK(cond, Type, ...)         \

@@ -141,16 +141,16 @@ class TensorPrinter {
     else sci_mode_ = hi / lo > 1000.0 || hi > 1.0e8 || lo < 1.0e-4;
     for (auto& v : vals) {
       if (!std::isfinite(v.f) || v.f == 0) continue;
-      std::size_t len = sci_mode_ ? fmt::format("{:.{}e}", v.f, o_.precision).size()
-                        : int_mode_ ? fmt::format("{:.0f}", v.f).size() + 1
-                                    : fmt::format("{:.{}f}", v.f, o_.precision).size();
+      std::size_t len = sci_mode_ ? MS_FORMAT("{:.{}e}", v.f, o_.precision).size()
+                        : int_mode_ ? MS_FORMAT("{:.0f}", v.f).size() + 1
+                                    : MS_FORMAT("{:.{}f}", v.f, o_.precision).size();
       width_ = std::max(width_, len);
     }
   }
 
   std::string format_plain(const PrintValue& v) const {
     if (t_.dtype() == DType::b8) return v.i ? "True" : "False";
-    return fmt::format("{}", v.i);
+    return MS_FORMAT("{}", v.i);
   }
 
   std::string format(const PrintValue& v) const {
@@ -158,9 +158,9 @@ class TensorPrinter {
     if (!floating_) s = format_plain(v);
     else if (std::isnan(v.f)) s = "nan";  // never "-nan"
     else if (std::isinf(v.f)) s = v.f > 0 ? "inf" : "-inf";
-    else if (sci_mode_) s = fmt::format("{:.{}e}", v.f, o_.precision);
-    else if (int_mode_) s = fmt::format("{:.0f}.", v.f);
-    else s = fmt::format("{:.{}f}", v.f, o_.precision);
+    else if (sci_mode_) s = MS_FORMAT("{:.{}e}", v.f, o_.precision);
+    else if (int_mode_) s = MS_FORMAT("{:.0f}.", v.f);
+    else s = MS_FORMAT("{:.{}f}", v.f, o_.precision);
     if (s.size() < width_) s.insert(0, width_ - s.size(), ' ');
     return s;
   }
@@ -219,7 +219,7 @@ class TensorPrinter {
 MS_IMPL std::string to_string(const AnyTensor& t, const PrintOptions& opts) {
   if (!t.defined()) return "tensor(undefined)";
   std::string body = t.device().is_cpu() ? detail::TensorPrinter(t, opts).body() : "<on " + t.device().str() + ">";
-  std::string out = fmt::format("tensor({}, shape={}, dtype={}, device={}", body, shape_str(t.shape()), t.dtype(),
+  std::string out = MS_FORMAT("tensor({}, shape={}, dtype={}, device={}", body, shape_str(t.shape()), t.dtype(),
                                 t.device());
   if (auto& m = t.impl()->autograd; m && m->requires_grad) out += ", requires_grad=True";
   out += ')';
@@ -229,7 +229,7 @@ MS_IMPL std::string to_string(const AnyTensor& t, const PrintOptions& opts) {
 
 }  // namespace ms
 
-/// fmt::format("{}", t); "{:.2}" prints floats with 2 decimals.
+/// MS_FORMAT("{}", t); "{:.2}" prints floats with 2 decimals.
 template <>
 struct fmt::formatter<ms::AnyTensor> {
   int precision = -1;

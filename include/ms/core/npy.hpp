@@ -63,7 +63,7 @@ inline constexpr bool kLittleHost = std::endian::native == std::endian::little;
 /// Throws "load_npy: '<name>': <problem>".
 template <class... A>
 [[noreturn]] void fail(std::string_view name, fmt::format_string<A...> f, A&&... args) {
-  throw IOError(fmt::format("load_npy: '{}': {}", name, fmt::format(f, std::forward<A>(args)...)));
+  throw IOError(MS_FORMAT("load_npy: '{}': {}", name, fmt::format(f, std::forward<A>(args)...)));
 }
 
 /// The descr string NumPy uses for a dtype on this host ("<f4", "|u1", ...).
@@ -85,8 +85,8 @@ inline std::string descr_of(DType d) {
 /// The whole header block (magic, version, length, dict, padding, newline), byte for byte
 /// what numpy.save writes for the same dtype and shape.
 inline std::string make_header(DType d, const Shape& shape) {
-  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr_of(d), shape_str(shape));
-  if (shape.rank() > 0) dict.append(kGrowthAxisMaxDigits - std::min(kGrowthAxisMaxDigits, fmt::format("{}", shape[0]).size()), ' ');
+  std::string dict = MS_FORMAT("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr_of(d), shape_str(shape));
+  if (shape.rank() > 0) dict.append(kGrowthAxisMaxDigits - std::min(kGrowthAxisMaxDigits, MS_FORMAT("{}", shape[0]).size()), ' ');
   auto wrap = [&](int major, std::size_t len_bytes) {
     std::size_t hlen = dict.size() + 1;  // + '\n'
     std::size_t pad = kAlign - (hlen + kMagicLen + 2 + len_bytes) % kAlign;
@@ -112,7 +112,7 @@ inline std::string excerpt(std::string_view s) {
   for (char c : s.substr(0, std::min<std::size_t>(s.size(), 80))) {
     auto u = static_cast<unsigned char>(c);
     if (u >= 0x20 && u < 0x7f) out += c;
-    else out += fmt::format("\\x{:02x}", u);
+    else out += MS_FORMAT("\\x{:02x}", u);
   }
   if (s.size() > 80) out += "...";
   return out;
@@ -179,7 +179,7 @@ class HeaderParser {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
   }
   void expect(char c) {
-    if (peek() != c || i_ >= s_.size()) error(fmt::format("expected '{}'", c));
+    if (peek() != c || i_ >= s_.size()) error(MS_FORMAT("expected '{}'", c));
     ++i_;
   }
   std::string string_lit() {
@@ -248,8 +248,8 @@ struct Layout {
 };
 
 inline std::string dims_str(const std::vector<std::int64_t>& d) {
-  if (d.size() == 1) return fmt::format("({},)", d[0]);
-  return fmt::format("({})", ::ms::detail::join_text(d.begin(), d.end(), ", "));
+  if (d.size() == 1) return MS_FORMAT("({},)", d[0]);
+  return MS_FORMAT("({})", ::ms::detail::join_text(d.begin(), d.end(), ", "));
 }
 
 /// Maps a descr ("<f4", ">i8", "|b1", ...) to a dtype and whether its bytes need swapping.

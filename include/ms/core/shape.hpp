@@ -182,8 +182,8 @@ inline Shape contiguous_strides(const Shape& s) {
 
 /// NumPy-style text: "(3, 4)", "(5,)", "()".
 inline std::string shape_str(const Shape& s) {
-  if (s.rank() == 1) return fmt::format("({},)", s[0]);
-  return fmt::format("({})", ::ms::detail::join_text(s.begin(), s.end(), ", "));
+  if (s.rank() == 1) return MS_FORMAT("({},)", s[0]);
+  return MS_FORMAT("({})", ::ms::detail::join_text(s.begin(), s.end(), ", "));
 }
 
 /// Broadcasts two shapes by NumPy's rules; std::nullopt-like flag via `ok`.

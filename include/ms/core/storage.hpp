@@ -27,7 +27,7 @@ struct Device {
   static Device ascend(int index = 0) { return {DeviceType::ascend, index}; }
   bool is_cpu() const { return type == DeviceType::cpu; }
   friend bool operator==(const Device&, const Device&) = default;
-  std::string str() const { return is_cpu() ? "cpu" : fmt::format("ascend:{}", index); }
+  std::string str() const { return is_cpu() ? "cpu" : MS_FORMAT("ascend:{}", index); }
   /// Parses "cpu", "ascend", "ascend:1".
   static Device parse(std::string_view s) {
     if (s == "cpu") return cpu();

@@ -40,7 +40,7 @@ namespace detail::idx {
 
 template <class... A>
 [[noreturn]] void fail(const std::string& path, fmt::format_string<A...> f, A&&... args) {
-  throw IOError(fmt::format("idx: '{}': {}", path, fmt::format(f, std::forward<A>(args)...)));
+  throw IOError(MS_FORMAT("idx: '{}': {}", path, fmt::format(f, std::forward<A>(args)...)));
 }
 
 /// A gzFile closed on scope exit.

@@ -489,7 +489,7 @@ inline void all_reduce_buffer(const Group& g, const void* send, void* buf, std::
     // Reading send directly saves the copy into buf that an in-place call would need.
     detail::check_mpi(MPI_Allreduce(in_place ? MPI_IN_PLACE : send, buf, count, detail::mpi_type(d, what),
                                     detail::mpi_op(op), r.comm),
-                      what, [&] { return fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)); });
+                      what, [&] { return MS_FORMAT("{} elements of {}, reduce {}", count, d, reduce_op_name(op)); });
   } else if (!in_place) {
     std::memcpy(buf, send, static_cast<std::size_t>(n) * dtype_size(d));
   }
@@ -516,7 +516,7 @@ inline void broadcast_buffer(const Group& g, void* buf, std::int64_t n, DType d,
   if (r.ranks.size() > 1) {
     detail::Watch w(what, g);
     detail::check_mpi(MPI_Bcast(buf, count, detail::mpi_type(d, what), root, r.comm), what,
-                      [&] { return fmt::format("{} elements of {}, root {}", count, d, root); });
+                      [&] { return MS_FORMAT("{} elements of {}, root {}", count, d, root); });
   }
 #else
   (void)buf;
@@ -536,7 +536,7 @@ inline void all_gather_buffer(const Group& g, const void* send, void* recv, std:
     detail::Watch w(what, g);
     const MPI_Datatype t = detail::mpi_type(d, what);
     detail::check_mpi(MPI_Allgather(send, count, t, recv, count, t, r.comm), what,
-                      [&] { return fmt::format("{} elements of {} per rank", count, d); });
+                      [&] { return MS_FORMAT("{} elements of {} per rank", count, d); });
     return;
   }
 #endif
@@ -554,7 +554,7 @@ inline void reduce_scatter_buffer(const Group& g, const void* send, void* recv, 
   if (r.ranks.size() > 1) {
     detail::Watch w(what, g);
     detail::check_mpi(MPI_Reduce_scatter_block(send, recv, count, detail::mpi_type(d, what), detail::mpi_op(op), r.comm),
-                      what, [&] { return fmt::format("{} elements of {} per rank, reduce {}", count, d, reduce_op_name(op)); });
+                      what, [&] { return MS_FORMAT("{} elements of {} per rank, reduce {}", count, d, reduce_op_name(op)); });
     if (op == ReduceOp::mean) detail::divide(recv, n, d, static_cast<int>(r.ranks.size()));
     return;
   }
@@ -673,7 +673,7 @@ inline Work all_reduce_async_buffer(const Group& g, void* buf, std::int64_t n, D
   if (r.ranks.size() > 1) {
     detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, count, detail::mpi_type(d, what), detail::mpi_op(op), r.comm,
                                      &w.req_),
-                      what, [&] { return fmt::format("{} elements of {}, reduce {}", count, d, reduce_op_name(op)); });
+                      what, [&] { return MS_FORMAT("{} elements of {}, reduce {}", count, d, reduce_op_name(op)); });
   }
 #else
   (void)count;

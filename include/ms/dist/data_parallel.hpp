@@ -224,7 +224,7 @@ class DataParallel {
                                          "DataParallel");
     auto shape_of = [&](const std::int64_t* rec) {
       std::vector<std::int64_t> dims(rec + 1, rec + 1 + rec[0]);
-      return fmt::format("({})", ::ms::detail::join_text(dims, ", "));
+      return MS_FORMAT("({})", ::ms::detail::join_text(dims, ", "));
     };
     for (int r = 0; r < g.size(); ++r)
       for (std::size_t i = 0; i < params_.size(); ++i) {

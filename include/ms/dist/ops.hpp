@@ -129,10 +129,10 @@ inline std::array<std::int64_t, kSigLen> signature(std::string_view op, std::int
 inline std::string describe(const std::int64_t* sig) {
   const auto op = static_cast<std::size_t>(sig[0]);
   std::string s = op < std::size(kSigOps) ? kSigOps[op] : "?";
-  if (op == 1 || op == 4 || op == 6) s += fmt::format("({})", reduce_op_name(static_cast<ReduceOp>(sig[1])));
-  if (op == 2) s += fmt::format("(root {})", sig[1]);
+  if (op == 1 || op == 4 || op == 6) s += MS_FORMAT("({})", reduce_op_name(static_cast<ReduceOp>(sig[1])));
+  if (op == 2) s += MS_FORMAT("(root {})", sig[1]);
   std::vector<std::int64_t> dims(sig + 4, sig + 4 + sig[3]);
-  return fmt::format("{} on ({}{}) {}", s, ::ms::detail::join_text(dims, ", "), dims.size() == 1 ? "," : "",
+  return MS_FORMAT("{} on ({}{}) {}", s, ::ms::detail::join_text(dims, ", "), dims.size() == 1 ? "," : "",
                      dtype_name(static_cast<DType>(sig[2])));
 }
 /// Checks that every member of the group makes the same call (while the group is within

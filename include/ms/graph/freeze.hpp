@@ -125,7 +125,7 @@ inline json attr_to_json(const std::string& key, const ops::AttrValue& v) {
       [&](const auto& x) -> json {
         using X = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<X, std::int64_t>) return json::array({key, "i", x});
-        else if constexpr (std::is_same_v<X, double>) return json::array({key, "f", fmt::format("{}", x)});
+        else if constexpr (std::is_same_v<X, double>) return json::array({key, "f", MS_FORMAT("{}", x)});
         else if constexpr (std::is_same_v<X, bool>) return json::array({key, "b", x});
         else if constexpr (std::is_same_v<X, DType>) return json::array({key, "dtype", std::string(dtype_name(x))});
         else if constexpr (std::is_same_v<X, ops::IntList>) return json::array({key, "ints", x});
@@ -147,34 +147,34 @@ inline json meta_json(const ops::TensorMeta& m) {
 struct Reader {
   std::string_view file;
   const json& field(const json& obj, const char* key, const std::string& where) const {
-    if (!obj.is_object()) fail(file, fmt::format("{} must be a JSON object", where));
+    if (!obj.is_object()) fail(file, MS_FORMAT("{} must be a JSON object", where));
     auto it = obj.find(key);
-    if (it == obj.end()) fail(file, fmt::format("{} has no \"{}\"", where, key));
+    if (it == obj.end()) fail(file, MS_FORMAT("{} has no \"{}\"", where, key));
     return *it;
   }
   std::int64_t integer(const json& v, const std::string& where) const {
-    if (!v.is_number_integer()) fail(file, fmt::format("{} must be an integer", where));
+    if (!v.is_number_integer()) fail(file, MS_FORMAT("{} must be an integer", where));
     return v.get<std::int64_t>();
   }
   const std::string& string(const json& v, const std::string& where) const {
-    if (!v.is_string()) fail(file, fmt::format("{} must be a string", where));
+    if (!v.is_string()) fail(file, MS_FORMAT("{} must be a string", where));
     return v.get_ref<const std::string&>();
   }
   const json& array(const json& v, const std::string& where) const {
-    if (!v.is_array()) fail(file, fmt::format("{} must be an array", where));
+    if (!v.is_array()) fail(file, MS_FORMAT("{} must be an array", where));
     return v;
   }
   Shape shape(const json& v, const std::string& where) const {
     array(v, where);
     if (v.size() > static_cast<std::size_t>(kMaxDims))
-      fail(file, fmt::format("{} has {} dimensions (at most {})", where, v.size(), kMaxDims));
+      fail(file, MS_FORMAT("{} has {} dimensions (at most {})", where, v.size(), kMaxDims));
     std::vector<std::int64_t> dims;
     std::uint64_t n = 1;
     for (auto& d : v) {
       std::int64_t x = integer(d, where);
-      if (x < 0) fail(file, fmt::format("{} has a negative dimension {}", where, x));
+      if (x < 0) fail(file, MS_FORMAT("{} has a negative dimension {}", where, x));
       if (x > 0 && n > (std::uint64_t{1} << 48) / static_cast<std::uint64_t>(x))
-        fail(file, fmt::format("{} is too large", where));
+        fail(file, MS_FORMAT("{} is too large", where));
       n *= static_cast<std::uint64_t>(x);
       dims.push_back(x);
     }
@@ -182,12 +182,12 @@ struct Reader {
   }
   DType dtype(const json& v, const std::string& where) const {
     DType d{};
-    if (!dtype_by_name(string(v, where), d)) fail(file, fmt::format("{}: unknown dtype \"{}\"", where, v.get<std::string>()));
+    if (!dtype_by_name(string(v, where), d)) fail(file, MS_FORMAT("{}: unknown dtype \"{}\"", where, v.get<std::string>()));
     return d;
   }
   ops::AttrValue attr(const json& a, std::string& key, const std::string& where) const {
     array(a, where);
-    if (a.size() != 3) fail(file, fmt::format("{} must be [key, type, value]", where));
+    if (a.size() != 3) fail(file, MS_FORMAT("{} must be [key, type, value]", where));
     key = string(a[0], where + " key");
     const std::string& tag = string(a[1], where + " type");
     const json& v = a[2];
@@ -196,23 +196,23 @@ struct Reader {
       const std::string& s = string(v, where);
       char* end = nullptr;
       double d = std::strtod(s.c_str(), &end);
-      if (s.empty() || end != s.c_str() + s.size()) fail(file, fmt::format("{}: \"{}\" is not a number", where, s));
+      if (s.empty() || end != s.c_str() + s.size()) fail(file, MS_FORMAT("{}: \"{}\" is not a number", where, s));
       return d;
     }
     if (tag == "b") {
-      if (!v.is_boolean()) fail(file, fmt::format("{} must be true or false", where));
+      if (!v.is_boolean()) fail(file, MS_FORMAT("{} must be true or false", where));
       return v.get<bool>();
     }
     if (tag == "dtype") return dtype(v, where);
     if (tag == "ints") {
       array(v, where);
-      if (v.size() > 4096) fail(file, fmt::format("{} is too long", where));
+      if (v.size() > 4096) fail(file, MS_FORMAT("{} is too long", where));
       ops::IntList l;
       for (auto& x : v) l.push_back(integer(x, where));
       return l;
     }
     if (tag == "s") return string(v, where);
-    fail(file, fmt::format("{}: unknown attribute type \"{}\"", where, tag));
+    fail(file, MS_FORMAT("{}: unknown attribute type \"{}\"", where, tag));
   }
 };
 
@@ -236,7 +236,7 @@ MS_IMPL std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& 
   std::set<std::string> used_names;
   auto tensor_key = [&](const std::string& want) {
     std::string k = want.empty() || want.rfind("__", 0) == 0 ? "t" + want : want;
-    for (int i = 1; used_names.count(k); ++i) k = fmt::format("{}.{}", want, i);
+    for (int i = 1; used_names.count(k); ++i) k = MS_FORMAT("{}.{}", want, i);
     used_names.insert(k);
     return k;
   };
@@ -248,7 +248,7 @@ MS_IMPL std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& 
     if (val.kind == graph::ValueKind::param || val.kind == graph::ValueKind::constant) {
       MS_CHECK(val.data.defined() && val.data.device().is_cpu(), ValueError,
                "freeze: {} '{}' has no data on the cpu", graph::value_kind_name(val.kind), val.name);
-      std::string key = tensor_key(val.kind == graph::ValueKind::param ? val.name : fmt::format("const.{}", tensors.size()));
+      std::string key = tensor_key(val.kind == graph::ValueKind::param ? val.name : MS_FORMAT("const.{}", tensors.size()));
       j["tensor"] = key;
       tensors.emplace_back(key, ops::detail::contiguous_raw(val.data));
     }
@@ -292,7 +292,7 @@ MS_IMPL std::string freeze_to_bytes(const graph::Graph& g, const FreezeOptions& 
   auto pad_to_alignment = [&]() {
     std::size_t gap = (kAlign - data.size() % kAlign) % kAlign;
     if (gap == 0) return;
-    header[fmt::format("__pad.{}", pads++)] = {
+    header[MS_FORMAT("__pad.{}", pads++)] = {
         {"dtype", "U8"}, {"shape", json::array({gap})}, {"data_offsets", json::array({data.size(), data.size() + gap})}};
     data.append(gap, '\0');
   };
@@ -347,16 +347,16 @@ class FrozenParser {
   /// The length-prefixed JSON header: metadata, format version, checksums.
   void read_header(std::map<std::string, std::string>* metadata) {
     const char* base = static_cast<const char*>(buf->data);
-    if (size < 8) fail(name, fmt::format("the file is {} bytes long: too short for a frozen model (truncated?)", size));
+    if (size < 8) fail(name, MS_FORMAT("the file is {} bytes long: too short for a frozen model (truncated?)", size));
     std::uint64_t hlen = 0;
     for (int i = 0; i < 8; ++i) hlen |= static_cast<std::uint64_t>(static_cast<unsigned char>(base[i])) << (8 * i);
-    if (hlen > kMaxHeader) fail(name, fmt::format("the header length {} is implausible (not a frozen model?)", hlen));
+    if (hlen > kMaxHeader) fail(name, MS_FORMAT("the header length {} is implausible (not a frozen model?)", hlen));
     if (hlen > size - 8)
-      fail(name, fmt::format("the header needs {} bytes but the file has {} after the length (truncated?)", hlen, size - 8));
+      fail(name, MS_FORMAT("the header needs {} bytes but the file has {} after the length (truncated?)", hlen, size - 8));
     try {
       header = json::parse(base + 8, base + 8 + hlen);
     } catch (const json::exception& e) {
-      fail(name, fmt::format("the header is not valid JSON ({})", e.what()));
+      fail(name, MS_FORMAT("the header is not valid JSON ({})", e.what()));
     }
     if (!header.is_object()) fail(name, "the header is not a JSON object");
     auto mit = header.find("__metadata__");
@@ -364,10 +364,10 @@ class FrozenParser {
       fail(name, "this is not a frozen ms model (no \"format\": \"ms.frozen\" metadata; a plain safetensors file?)");
     const json& meta = *mit;
     for (auto& [k, v] : meta.items())
-      if (!v.is_string()) fail(name, fmt::format("metadata \"{}\" must be a string", k));
+      if (!v.is_string()) fail(name, MS_FORMAT("metadata \"{}\" must be a string", k));
     const std::string& version = r.string(r.field(meta, "ms.format_version", "metadata"), "ms.format_version");
     if (version != std::to_string(kFrozenFormatVersion))
-      fail(name, fmt::format("format version {} is not supported (this build reads version {})", version,
+      fail(name, MS_FORMAT("format version {} is not supported (this build reads version {})", version,
                              kFrozenFormatVersion));
     graph_text = r.string(r.field(meta, "ms.graph", "metadata"), "ms.graph");
     data_begin = 8 + static_cast<std::size_t>(hlen);
@@ -375,7 +375,7 @@ class FrozenParser {
     auto check_crc = [&](const char* key, const char* p, std::size_t n, const char* what) {
       const std::string& want = r.string(r.field(meta, key, "metadata"), key);
       if (want != std::to_string(crc32_of(p, n)))
-        fail(name, fmt::format("the {} checksum does not match (the file is corrupted or truncated)", what));
+        fail(name, MS_FORMAT("the {} checksum does not match (the file is corrupted or truncated)", what));
     };
     check_crc("ms.graph_crc32", graph_text.data(), graph_text.size(), "graph");
     check_crc("ms.data_crc32", base + data_begin, data_size, "weights");
@@ -390,7 +390,7 @@ class FrozenParser {
     try {
       gj = json::parse(graph_text);
     } catch (const json::exception& e) {
-      fail(name, fmt::format("the graph is not valid JSON ({})", e.what()));
+      fail(name, MS_FORMAT("the graph is not valid JSON ({})", e.what()));
     }
     jv = &r.array(r.field(gj, "values", "graph"), "graph values");
     jn = &r.array(r.field(gj, "nodes", "graph"), "graph nodes");
@@ -401,25 +401,25 @@ class FrozenParser {
 
   /// A tensor named by the header, as a view into the buffer.
   AnyTensor tensor(const std::string& key, const ops::TensorMeta& m, const std::string& where) const {
-    if (key == "__metadata__") fail(name, fmt::format("{}: invalid tensor name", where));
+    if (key == "__metadata__") fail(name, MS_FORMAT("{}: invalid tensor name", where));
     auto it = header.find(key);
-    if (it == header.end()) fail(name, fmt::format("{}: tensor \"{}\" is not in the file", where, key));
+    if (it == header.end()) fail(name, MS_FORMAT("{}: tensor \"{}\" is not in the file", where, key));
     const json& e = *it;
     DType d{};
     if (!st_dtype(r.string(r.field(e, "dtype", "tensor " + key), "dtype of " + key), d))
-      fail(name, fmt::format("tensor \"{}\": unsupported dtype \"{}\"", key, e["dtype"].get<std::string>()));
+      fail(name, MS_FORMAT("tensor \"{}\": unsupported dtype \"{}\"", key, e["dtype"].get<std::string>()));
     Shape s = r.shape(r.field(e, "shape", "tensor " + key), "shape of tensor " + key);
     const json& off = r.array(r.field(e, "data_offsets", "tensor " + key), "data_offsets of " + key);
     if (off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(name, fmt::format("tensor \"{}\": data_offsets must be two non-negative integers", key));
+      fail(name, MS_FORMAT("tensor \"{}\": data_offsets must be two non-negative integers", key));
     const std::uint64_t b = off[0].get<std::uint64_t>(), en = off[1].get<std::uint64_t>();
     const std::uint64_t bytes = static_cast<std::uint64_t>(numel(s)) * dtype_size(d);
     if (b > en || en > data_size || en - b != bytes)
-      fail(name, fmt::format("tensor \"{}\": data_offsets [{}, {}] do not hold {} {} ({} bytes) in {} bytes of data", key,
+      fail(name, MS_FORMAT("tensor \"{}\": data_offsets [{}, {}] do not hold {} {} ({} bytes) in {} bytes of data", key,
                              b, en, dtype_name(d), shape_str(s), bytes, data_size));
-    if ((data_begin + b) % kAlign != 0) fail(name, fmt::format("tensor \"{}\" is not 64-byte aligned", key));
+    if ((data_begin + b) % kAlign != 0) fail(name, MS_FORMAT("tensor \"{}\" is not 64-byte aligned", key));
     if (d != m.dtype || !(s == m.shape))
-      fail(name, fmt::format("{}: tensor \"{}\" is {} {} but the graph says {} {}", where, key, dtype_name(d),
+      fail(name, MS_FORMAT("{}: tensor \"{}\" is {} {} but the graph says {} {}", where, key, dtype_name(d),
                              shape_str(s), dtype_name(m.dtype), shape_str(m.shape)));
     return AnyTensor::view_of(buf, s, contiguous_strides(s), static_cast<std::int64_t>((data_begin + b) / dtype_size(d)), d);
   }
@@ -431,7 +431,7 @@ class FrozenParser {
   std::size_t index(const json& x, const std::string& where) const {
     std::int64_t k = r.integer(x, where);
     if (k < 0 || static_cast<std::size_t>(k) >= jv->size())
-      fail(name, fmt::format("{} refers to value {}, which does not exist", where, k));
+      fail(name, MS_FORMAT("{} refers to value {}, which does not exist", where, k));
     return static_cast<std::size_t>(k);
   }
 
@@ -442,21 +442,21 @@ class FrozenParser {
     metas.assign(jvalues.size(), {});
     kinds.assign(jvalues.size(), {});
     for (std::size_t i = 0; i < jvalues.size(); ++i) {
-      const std::string where = fmt::format("value {}", i);
+      const std::string where = MS_FORMAT("value {}", i);
       const json& v = jvalues[i];
       kinds[i] = r.string(r.field(v, "kind", where), where + " kind");
       metas[i] = {r.dtype(r.field(v, "dtype", where), where + " dtype"), r.shape(r.field(v, "shape", where), where + " shape")};
       if (kinds[i] != "input" && kinds[i] != "param" && kinds[i] != "const" && kinds[i] != "node")
-        fail(name, fmt::format("{}: unknown kind \"{}\"", where, kinds[i]));
+        fail(name, MS_FORMAT("{}: unknown kind \"{}\"", where, kinds[i]));
     }
     // Inputs and params first, in their declared order.
     for (const char* list : {"inputs", "params"}) {
-      const json& ids = r.array(r.field(gj, list, "graph"), fmt::format("graph {}", list));
+      const json& ids = r.array(r.field(gj, list, "graph"), MS_FORMAT("graph {}", list));
       const std::string kind = std::string(list) == "inputs" ? "input" : "param";
       for (const json& x : ids) {
-        std::size_t k = index(x, fmt::format("graph {}", list));
-        if (kinds[k] != kind || id[k] >= 0) fail(name, fmt::format("graph {}: value {} is not a new {}", list, k, kind));
-        const std::string where = fmt::format("value {}", k);
+        std::size_t k = index(x, MS_FORMAT("graph {}", list));
+        if (kinds[k] != kind || id[k] >= 0) fail(name, MS_FORMAT("graph {}: value {} is not a new {}", list, k, kind));
+        const std::string where = MS_FORMAT("value {}", k);
         id[k] = kind == "input" ? g.add_input(metas[k], value_name(k))
                                 : g.add_param(tensor(r.string(r.field(jvalues[k], "tensor", where), where + " tensor"),
                                                      metas[k], where),
@@ -465,11 +465,11 @@ class FrozenParser {
     }
     for (std::size_t k = 0; k < jvalues.size(); ++k) {
       if (kinds[k] == "const") {
-        const std::string where = fmt::format("value {}", k);
+        const std::string where = MS_FORMAT("value {}", k);
         id[k] = g.add_constant(tensor(r.string(r.field(jvalues[k], "tensor", where), where + " tensor"), metas[k], where),
                                value_name(k));
       } else if ((kinds[k] == "input" || kinds[k] == "param") && id[k] < 0) {
-        fail(name, fmt::format("value {} is an {} that the graph's list does not declare", k, kinds[k]));
+        fail(name, MS_FORMAT("value {} is an {} that the graph's list does not declare", k, kinds[k]));
       }
     }
   }
@@ -477,33 +477,33 @@ class FrozenParser {
   /// Node ni of the file, checked against this build's op registry.
   void read_node(std::size_t ni) {
     const json& n = (*jn)[ni];
-    const std::string where = fmt::format("node {}", ni);
+    const std::string where = MS_FORMAT("node {}", ni);
     const std::string& opname = r.string(r.field(n, "op", where), where + " op");
     const ops::OpDef* op = ops::registry().find(opname);
     if (!op)
-      fail(name, fmt::format("{} uses op '{}', which is not registered in this program (a user-defined op must be "
+      fail(name, MS_FORMAT("{} uses op '{}', which is not registered in this program (a user-defined op must be "
                              "registered before the model is loaded)", where, opname));
-    if (op->category == ops::Category::fused) fail(name, fmt::format("{}: fused nodes cannot be loaded", where));
+    if (op->category == ops::Category::fused) fail(name, MS_FORMAT("{}: fused nodes cannot be loaded", where));
     std::vector<graph::ValueId> ins;
     SmallVec<ops::TensorMeta, 4> in_metas;
     for (const json& x : r.array(r.field(n, "inputs", where), where + " inputs")) {
       std::size_t k = index(x, where + " inputs");
-      if (id[k] < 0) fail(name, fmt::format("{} ({}) reads value {} before it is defined", where, opname, k));
+      if (id[k] < 0) fail(name, MS_FORMAT("{} ({}) reads value {} before it is defined", where, opname, k));
       ins.push_back(id[k]);
       in_metas.push_back(metas[k]);
     }
     if (op->num_inputs >= 0 ? static_cast<int>(ins.size()) != op->num_inputs : ins.empty())
-      fail(name, fmt::format("{} ({}) has {} inputs", where, opname, ins.size()));
+      fail(name, MS_FORMAT("{} ({}) has {} inputs", where, opname, ins.size()));
     if (!ins.empty()) {
       const int di = std::min<int>(op->elementwise.dispatch_input, static_cast<int>(ins.size()) - 1);
       if (!op->cpu_dtypes.contains(in_metas[static_cast<std::size_t>(di)].dtype))
-        fail(name, fmt::format("{} ({}): unsupported input dtype {}", where, opname, in_metas[static_cast<std::size_t>(di)].dtype));
+        fail(name, MS_FORMAT("{} ({}): unsupported input dtype {}", where, opname, in_metas[static_cast<std::size_t>(di)].dtype));
     }
     ops::Attrs attrs;
     const json& ja = r.array(r.field(n, "attrs", where), where + " attrs");
     for (std::size_t ai = 0; ai < ja.size(); ++ai) {
       std::string key;
-      ops::AttrValue v = r.attr(ja[ai], key, fmt::format("{} attribute {}", where, ai));
+      ops::AttrValue v = r.attr(ja[ai], key, MS_FORMAT("{} attribute {}", where, ai));
       attrs.set(std::move(key), std::move(v));
     }
     const json& jouts = r.array(r.field(n, "outputs", where), where + " outputs");
@@ -511,16 +511,16 @@ class FrozenParser {
     try {
       outs = g.add_node(*op, std::move(ins), std::move(attrs));
     } catch (const Error& e) {
-      fail(name, fmt::format("{} ({}) does not accept its inputs: {}", where, opname, e.what()));
+      fail(name, MS_FORMAT("{} ({}) does not accept its inputs: {}", where, opname, e.what()));
     }
     if (outs.size() != jouts.size())
-      fail(name, fmt::format("{} ({}) has {} outputs but the op infers {}", where, opname, jouts.size(), outs.size()));
+      fail(name, MS_FORMAT("{} ({}) has {} outputs but the op infers {}", where, opname, jouts.size(), outs.size()));
     for (std::size_t o = 0; o < outs.size(); ++o) {
       std::size_t k = index(jouts[o], where + " outputs");
-      if (kinds[k] != "node" || id[k] >= 0) fail(name, fmt::format("{} ({}): output value {} is not a new node value", where, opname, k));
+      if (kinds[k] != "node" || id[k] >= 0) fail(name, MS_FORMAT("{} ({}): output value {} is not a new node value", where, opname, k));
       const ops::TensorMeta& got = g.value(outs[o]).meta;
       if (!(got == metas[k]))
-        fail(name, fmt::format("{} ({}): output {} is {} {} in the file but this build infers {} {} (incompatible op)",
+        fail(name, MS_FORMAT("{} ({}): output {} is {} {} in the file but this build infers {} {} (incompatible op)",
                                where, opname, o, dtype_name(metas[k].dtype), shape_str(metas[k].shape),
                                dtype_name(got.dtype), shape_str(got.shape)));
       id[k] = outs[o];
@@ -530,7 +530,7 @@ class FrozenParser {
   graph::Graph finish() {
     const json& jvalues = *jv;
     for (std::size_t k = 0; k < jvalues.size(); ++k)
-      if (id[k] < 0) fail(name, fmt::format("value {} is never defined", k));
+      if (id[k] < 0) fail(name, MS_FORMAT("value {} is never defined", k));
     const json& jout = r.array(r.field(gj, "outputs", "graph"), "graph outputs");
     if (jout.empty()) fail(name, "the graph has no outputs");
     for (const json& x : jout) g.mark_output(id[index(x, "graph outputs")]);
@@ -573,7 +573,7 @@ inline graph::Graph parse_checked(const std::shared_ptr<Storage>& buf, std::size
   } catch (const Error& e) {
     fail(name, e.what());
   } catch (const std::exception& e) {
-    fail(name, fmt::format("unexpected error: {}", e.what()));
+    fail(name, MS_FORMAT("unexpected error: {}", e.what()));
   }
 }
 

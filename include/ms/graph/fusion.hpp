@@ -367,7 +367,7 @@ MS_IMPL int fuse_elementwise(Graph& g) {
     // The fused node replaces the root in place: same output value id, members die.
     for (auto mi : grp.members)
       if (mi != grp.root) g.kill(mi);
-    detail::become_fused(g, grp.root, std::move(ext), std::move(prog), fmt::format("fused_{}", made++));
+    detail::become_fused(g, grp.root, std::move(ext), std::move(prog), MS_FORMAT("fused_{}", made++));
   }
   g.compact();
   return made;
@@ -427,7 +427,7 @@ MS_IMPL int fuse_epilogues(Graph& g) {
           prog->members.push_back(rop->name);
           prog->out_meta = g.value(r.outputs[0]).meta;
           g.kill(p);
-          detail::become_fused(g, i, std::move(ext), std::move(prog), fmt::format("fused_reduce_{}", made++));
+          detail::become_fused(g, i, std::move(ext), std::move(prog), MS_FORMAT("fused_reduce_{}", made++));
           continue;
         }
       }
@@ -464,7 +464,7 @@ MS_IMPL int fuse_epilogues(Graph& g) {
       prog->members.insert(prog->members.begin(), std::string(pn.op->name));
       prog->out_meta = om;
       g.kill(p);
-      detail::become_fused(g, i, std::move(inputs), std::move(prog), fmt::format("fused_gemm_{}", made++));
+      detail::become_fused(g, i, std::move(inputs), std::move(prog), MS_FORMAT("fused_gemm_{}", made++));
       break;
     }
   }

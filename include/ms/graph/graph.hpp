@@ -59,7 +59,7 @@ struct Node {
 class Graph {
  public:
   ValueId add_input(const ops::TensorMeta& meta, std::string name = {}) {
-    ValueId v = new_value(meta, ValueKind::input, name.empty() ? fmt::format("input{}", inputs_.size()) : name);
+    ValueId v = new_value(meta, ValueKind::input, name.empty() ? MS_FORMAT("input{}", inputs_.size()) : name);
     inputs_.push_back(v);
     return v;
   }
@@ -134,22 +134,22 @@ class Graph {
   int num_constants_ = 0;
 };
 
-inline std::string meta_str(const ops::TensorMeta& m) { return fmt::format("{}{}", m.dtype, shape_str(m.shape)); }
+inline std::string meta_str(const ops::TensorMeta& m) { return MS_FORMAT("{}{}", m.dtype, shape_str(m.shape)); }
 
 /// The display name of a node's op: fused nodes list their members, "fused[mul+add+tanh]".
 inline std::string node_label(const Node& n) {
-  if (n.fused) return fmt::format("fused[{}]", ::ms::detail::join_text(n.fused->members, "+"));
+  if (n.fused) return MS_FORMAT("fused[{}]", ::ms::detail::join_text(n.fused->members, "+"));
   return n.op->name;
 }
 
 inline std::string Graph::str() const {
   std::string s;
-  auto vname = [&](ValueId v) { return fmt::format("%{}", v); };
-  for (ValueId v : inputs_) s += fmt::format("{} = input \"{}\" : {}\n", vname(v), values_[v].name, meta_str(values_[v].meta));
-  for (ValueId v : params_) s += fmt::format("{} = param \"{}\" : {}\n", vname(v), values_[v].name, meta_str(values_[v].meta));
+  auto vname = [&](ValueId v) { return MS_FORMAT("%{}", v); };
+  for (ValueId v : inputs_) s += MS_FORMAT("{} = input \"{}\" : {}\n", vname(v), values_[v].name, meta_str(values_[v].meta));
+  for (ValueId v : params_) s += MS_FORMAT("{} = param \"{}\" : {}\n", vname(v), values_[v].name, meta_str(values_[v].meta));
   for (std::size_t i = 0; i < values_.size(); ++i)
     if (values_[i].kind == ValueKind::constant && values_[i].uses > 0)
-      s += fmt::format("%{} = const : {}\n", i, meta_str(values_[i].meta));
+      s += MS_FORMAT("%{} = const : {}\n", i, meta_str(values_[i].meta));
   for (const Node& n : nodes_) {
     if (n.dead) continue;
     std::vector<std::string> outs, ins;
@@ -157,12 +157,12 @@ inline std::string Graph::str() const {
     for (ValueId v : n.inputs) ins.push_back(vname(v));
     std::vector<std::string> metas;
     for (ValueId v : n.outputs) metas.push_back(meta_str(values_[v].meta));
-    s += fmt::format("{} = {}({}){} : {}   # {}\n", ::ms::detail::join_text(outs, ", "), node_label(n), ::ms::detail::join_text(ins, ", "),
+    s += MS_FORMAT("{} = {}({}){} : {}   # {}\n", ::ms::detail::join_text(outs, ", "), node_label(n), ::ms::detail::join_text(ins, ", "),
                      n.attrs.empty() ? "" : " {" + n.attrs.str() + "}", ::ms::detail::join_text(metas, ", "), n.name);
   }
   std::vector<std::string> outs;
   for (ValueId v : outputs_) outs.push_back(vname(v));
-  s += fmt::format("return {}\n", ::ms::detail::join_text(outs, ", "));
+  s += MS_FORMAT("return {}\n", ::ms::detail::join_text(outs, ", "));
   return s;
 }
 
@@ -172,24 +172,24 @@ inline std::string Graph::dot() const {
     const Value& v = values_[i];
     if (v.kind == ValueKind::node || v.uses == 0) continue;
     const char* shape = v.kind == ValueKind::input ? "invhouse" : v.kind == ValueKind::param ? "box3d" : "note";
-    s += fmt::format("  v{} [shape={}, label=\"{}\\n{}\"];\n", i, shape, v.name, meta_str(v.meta));
+    s += MS_FORMAT("  v{} [shape={}, label=\"{}\\n{}\"];\n", i, shape, v.name, meta_str(v.meta));
   }
   for (std::size_t k = 0; k < nodes_.size(); ++k) {
     const Node& n = nodes_[k];
     if (n.dead) continue;
-    s += fmt::format("  n{} [shape=box, style=\"rounded,filled\", fillcolor=\"{}\", label=\"{}\\n{}\"];\n", k,
+    s += MS_FORMAT("  n{} [shape=box, style=\"rounded,filled\", fillcolor=\"{}\", label=\"{}\\n{}\"];\n", k,
                      n.fused ? "#ffd9a0" : "#d0e4ff", node_label(n), meta_str(values_[n.outputs[0]].meta));
     for (ValueId in : n.inputs) {
       const Value& v = values_[in];
-      if (v.kind == ValueKind::node) s += fmt::format("  n{} -> n{};\n", v.producer, k);
-      else s += fmt::format("  v{} -> n{};\n", in, k);
+      if (v.kind == ValueKind::node) s += MS_FORMAT("  n{} -> n{};\n", v.producer, k);
+      else s += MS_FORMAT("  v{} -> n{};\n", in, k);
     }
   }
   for (std::size_t i = 0; i < outputs_.size(); ++i) {
     const Value& v = values_[outputs_[i]];
-    s += fmt::format("  out{} [shape=house, label=\"output {}\"];\n", i, i);
-    if (v.kind == ValueKind::node) s += fmt::format("  n{} -> out{};\n", v.producer, i);
-    else s += fmt::format("  v{} -> out{};\n", outputs_[i], i);
+    s += MS_FORMAT("  out{} [shape=house, label=\"output {}\"];\n", i, i);
+    if (v.kind == ValueKind::node) s += MS_FORMAT("  n{} -> out{};\n", v.producer, i);
+    else s += MS_FORMAT("  v{} -> out{};\n", outputs_[i], i);
   }
   return s + "}\n";
 }
@@ -245,7 +245,7 @@ inline void verify(const Graph& g) {
 namespace ms::graph {
 MS_IMPL ValueId Graph::add_param(const AnyTensor& t, std::string name) {
   ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::param,
-                        name.empty() ? fmt::format("param{}", params_.size()) : name);
+                        name.empty() ? MS_FORMAT("param{}", params_.size()) : name);
   values_[v].data = t;
   params_.push_back(v);
   return v;
@@ -257,13 +257,13 @@ MS_IMPL void Graph::promote_to_param(ValueId v, const AnyTensor& t) {
   MS_CHECK(val.kind == ValueKind::constant, GraphError, "graph: value %{} is not a constant", v);
   val.kind = ValueKind::param;
   val.data = t;
-  val.name = fmt::format("param{}", params_.size());
+  val.name = MS_FORMAT("param{}", params_.size());
   params_.push_back(v);
 }
 
 MS_IMPL ValueId Graph::add_constant(const AnyTensor& t, std::string name) {
   ValueId v = new_value({t.dtype(), t.shape()}, ValueKind::constant,
-                        name.empty() ? fmt::format("const{}", num_constants_++) : name);
+                        name.empty() ? MS_FORMAT("const{}", num_constants_++) : name);
   values_[v].data = t;
   return v;
 }
@@ -285,13 +285,13 @@ MS_IMPL std::vector<ValueId> Graph::add_node_with_metas(const ops::OpDef& op, st
   n.op = &op;
   n.attrs = std::move(attrs);
   n.inputs = std::move(inputs);
-  n.name = fmt::format("{}_{}", op.name, name_counter_[op.name]++);
+  n.name = MS_FORMAT("{}_{}", op.name, name_counter_[op.name]++);
   auto idx = static_cast<std::int32_t>(nodes_.size());
   for (std::size_t i = 0; i < out_metas.size(); ++i) {
     ValueId v = new_value(out_metas[i], ValueKind::node, {});
     values_[v].producer = idx;
     values_[v].output_index = static_cast<std::int32_t>(i);
-    values_[v].name = out_metas.size() == 1 ? n.name : fmt::format("{}:{}", n.name, i);
+    values_[v].name = out_metas.size() == 1 ? n.name : MS_FORMAT("{}:{}", n.name, i);
     n.outputs.push_back(v);
   }
   for (ValueId v : n.inputs) values_[v].uses++;

@@ -342,7 +342,7 @@ MS_IMPL PassReport optimize(Graph& g, const PassOptions& opt) {
     if (dir.empty()) return;
     std::filesystem::create_directories(dir);
     auto write = [&](const std::string& file, const std::string& text) { write_file_atomically(file, text, "dump_ir"); };
-    std::string base = fmt::format("{}/{:02d}_{}", dir, step++, name);
+    std::string base = MS_FORMAT("{}/{:02d}_{}", dir, step++, name);
     write(base + ".ir", g.str());
     write(base + ".dot", g.dot());
   };

@@ -37,7 +37,7 @@ inline Tensor<float> float_input(std::string_view layer, const AnyTensor& x) {
   return Tensor<float>(x);
 }
 inline std::string bool_str(bool b) { return b ? "True" : "False"; }
-inline std::string int2_str(Int2 v) { return fmt::format("({}, {})", v.h, v.w); }
+inline std::string int2_str(Int2 v) { return MS_FORMAT("({}, {})", v.h, v.w); }
 /// Inside a graph capture, makes `t` (state an op writes in place) a graph parameter rather
 /// than a constant snapshot, by writing it onto itself; nothing outside a capture.
 inline void mark_graph_state(const AnyTensor& t) {
@@ -96,7 +96,7 @@ class LeakyReLU : public Module {
     return ms::leaky_relu(detail::float_input("LeakyReLU", x), negative_slope);
   }
   std::string type_name() const override { return "LeakyReLU"; }
-  std::string extra_repr() const override { return fmt::format("negative_slope={}", negative_slope); }
+  std::string extra_repr() const override { return MS_FORMAT("negative_slope={}", negative_slope); }
   double negative_slope;
 };
 
@@ -112,7 +112,7 @@ class GELU : public Module {
   }
   std::string type_name() const override { return "GELU"; }
   std::string extra_repr() const override {
-    return approximate == "none" ? std::string() : fmt::format("approximate='{}'", approximate);
+    return approximate == "none" ? std::string() : MS_FORMAT("approximate='{}'", approximate);
   }
   std::string approximate;
 };
@@ -146,7 +146,7 @@ class Flatten : public Module {
     return detail::float_input("Flatten", x).flatten(start_dim, end_dim);
   }
   std::string type_name() const override { return "Flatten"; }
-  std::string extra_repr() const override { return fmt::format("start_dim={}, end_dim={}", start_dim, end_dim); }
+  std::string extra_repr() const override { return MS_FORMAT("start_dim={}, end_dim={}", start_dim, end_dim); }
   std::int64_t start_dim, end_dim;
 };
 
@@ -298,7 +298,7 @@ class Dropout : public Module {
     return ms::dropout(detail::float_input("Dropout", x), p, is_training());
   }
   std::string type_name() const override { return "Dropout"; }
-  std::string extra_repr() const override { return fmt::format("p={}", p); }
+  std::string extra_repr() const override { return MS_FORMAT("p={}", p); }
   double p;
 };
 
@@ -316,7 +316,7 @@ class Embedding : public Module {
   }
   Tensor<float> forward(const AnyTensor& x) override;
   std::string type_name() const override { return "Embedding"; }
-  std::string extra_repr() const override { return fmt::format("{}, {}", num_embeddings, embedding_dim); }
+  std::string extra_repr() const override { return MS_FORMAT("{}, {}", num_embeddings, embedding_dim); }
 
   std::int64_t num_embeddings, embedding_dim;
   Tensor<float> weight;
@@ -363,7 +363,7 @@ class AdaptiveAvgPool2d : public Module {
     return ms::adaptive_avg_pool2d(detail::float_input("AdaptiveAvgPool2d", x), output_size);
   }
   std::string type_name() const override { return "AdaptiveAvgPool2d"; }
-  std::string extra_repr() const override { return fmt::format("output_size={}", detail::int2_str(output_size)); }
+  std::string extra_repr() const override { return MS_FORMAT("output_size={}", detail::int2_str(output_size)); }
   Int2 output_size;
 };
 
@@ -404,7 +404,7 @@ MS_IMPL Tensor<float> Linear::forward(const AnyTensor& x) {
 }
 
 MS_IMPL std::string Linear::extra_repr() const {
-  return fmt::format("in_features={}, out_features={}, bias={}", in_features, out_features,
+  return MS_FORMAT("in_features={}, out_features={}, bias={}", in_features, out_features,
                      detail::bool_str(bias.defined()));
 }
 
@@ -434,11 +434,11 @@ MS_IMPL Tensor<float> Conv2d::forward(const AnyTensor& x) {
 }
 
 MS_IMPL std::string Conv2d::extra_repr() const {
-  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
+  std::string s = MS_FORMAT("{}, {}, kernel_size={}, stride={}", in_channels, out_channels,
                               detail::int2_str(kernel_size), detail::int2_str(stride));
-  if (padding.h || padding.w) s += fmt::format(", padding={}", detail::int2_str(padding));
-  if (dilation.h != 1 || dilation.w != 1) s += fmt::format(", dilation={}", detail::int2_str(dilation));
-  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (padding.h || padding.w) s += MS_FORMAT(", padding={}", detail::int2_str(padding));
+  if (dilation.h != 1 || dilation.w != 1) s += MS_FORMAT(", dilation={}", detail::int2_str(dilation));
+  if (groups != 1) s += MS_FORMAT(", groups={}", groups);
   if (!bias.defined()) s += ", bias=False";
   return s;
 }
@@ -462,12 +462,12 @@ MS_IMPL Tensor<float> BatchNorm2d::forward(const AnyTensor& x) {
 }
 
 MS_IMPL std::string BatchNorm2d::extra_repr() const {
-  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features, eps, momentum,
+  return MS_FORMAT("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features, eps, momentum,
                      detail::bool_str(affine), detail::bool_str(track_running_stats));
 }
 
 MS_IMPL std::string LayerNorm::extra_repr() const {
-  return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(Shape(normalized_shape)), eps,
+  return MS_FORMAT("{}, eps={}, elementwise_affine={}", shape_str(Shape(normalized_shape)), eps,
                      detail::bool_str(weight.defined()));
 }
 
@@ -480,7 +480,7 @@ MS_IMPL Tensor<float> Embedding::forward(const AnyTensor& x) {
 }
 
 MS_IMPL std::string MaxPool2d::extra_repr() const {  // the options only when they differ from their defaults
-  std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
+  std::string r = MS_FORMAT("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
                               detail::int2_str(stride), detail::int2_str(padding));
   if (dilation.h != 1 || dilation.w != 1) r += ", dilation=" + detail::int2_str(dilation);
   if (ceil_mode) r += ", ceil_mode=True";
@@ -493,10 +493,10 @@ MS_IMPL Tensor<float> AvgPool2d::forward(const AnyTensor& x) {
 }
 
 MS_IMPL std::string AvgPool2d::extra_repr() const {  // the options only when they differ from their defaults
-  std::string r = fmt::format("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
+  std::string r = MS_FORMAT("kernel_size={}, stride={}, padding={}", detail::int2_str(kernel_size),
                               detail::int2_str(stride), detail::int2_str(padding));
   if (ceil_mode) r += ", ceil_mode=True";
-  if (divisor_override) r += fmt::format(", divisor_override={}", *divisor_override);
+  if (divisor_override) r += MS_FORMAT(", divisor_override={}", *divisor_override);
   return r;
 }
 

@@ -255,9 +255,9 @@ MS_IMPL void Module::load_state_dict(const StateDict& sd, bool strict) {
   for (auto& [name, t] : sd)
     if (!own_names.contains(name)) unexpected.push_back(name);
   if (strict && (!missing.empty() || !unexpected.empty())) {
-    std::string msg = fmt::format("load_state_dict: error(s) loading the state dict of {}", type_name());
-    if (!missing.empty()) msg += fmt::format("; missing key(s): {}", quoted(missing));
-    if (!unexpected.empty()) msg += fmt::format("; unexpected key(s): {}", quoted(unexpected));
+    std::string msg = MS_FORMAT("load_state_dict: error(s) loading the state dict of {}", type_name());
+    if (!missing.empty()) msg += MS_FORMAT("; missing key(s): {}", quoted(missing));
+    if (!unexpected.empty()) msg += MS_FORMAT("; unexpected key(s): {}", quoted(unexpected));
     throw ValueError(msg);
   }
   NoGradGuard no_grad;

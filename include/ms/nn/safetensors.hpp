@@ -70,7 +70,7 @@ inline const char* dtype_code(DType d) {
 
 template <class... A>
 [[noreturn]] void fail(const std::string& path, fmt::format_string<A...> f, A&&... args) {
-  throw IOError(fmt::format("safetensors: '{}': {}", path, fmt::format(f, std::forward<A>(args)...)));
+  throw IOError(MS_FORMAT("safetensors: '{}': {}", path, fmt::format(f, std::forward<A>(args)...)));
 }
 
 /// DType of a safetensors dtype string; IOError for unknown or unsupported ones.
@@ -298,11 +298,11 @@ inline void load(Module& module, const std::filesystem::path& path, bool strict 
   try {
     module.load_state_dict(sd, strict);
   } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("'{}': {}", path.string(), e.message()));
+    throw ShapeError(MS_FORMAT("'{}': {}", path.string(), e.message()));
   } catch (const DTypeError& e) {
-    throw DTypeError(fmt::format("'{}': {}", path.string(), e.message()));
+    throw DTypeError(MS_FORMAT("'{}': {}", path.string(), e.message()));
   } catch (const ValueError& e) {
-    throw ValueError(fmt::format("'{}': {}", path.string(), e.message()));
+    throw ValueError(MS_FORMAT("'{}': {}", path.string(), e.message()));
   }
 }
 

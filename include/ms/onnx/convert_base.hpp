@@ -60,7 +60,7 @@ class NodeCtx {
   bool wants_output(int i) const { return i < node_.output_size() && !node_.output(i).empty(); }
   bool has(std::size_t i) const { return i < in_.size() && in_[i] != nullptr; }
   const AnyTensor& in(std::size_t i) const {
-    if (!has(i)) fail(fmt::format("input {} is required", i));
+    if (!has(i)) fail(MS_FORMAT("input {} is required", i));
     return in_[i]->t;
   }
   bool is_const(std::size_t i) const { return has(i) && in_[i]->is_const; }
@@ -72,7 +72,7 @@ class NodeCtx {
     const AnyTensor c = ops::detail::contiguous_raw(t);
     if (t.dtype() == DType::i64) std::copy_n(static_cast<const std::int64_t*>(c.raw_data()), v.size(), v.begin());
     else if (t.dtype() == DType::i32) std::copy_n(static_cast<const std::int32_t*>(c.raw_data()), v.size(), v.begin());
-    else fail(fmt::format("input {} must be int32 or int64, got {}", i, t.dtype()));
+    else fail(MS_FORMAT("input {} must be int32 or int64, got {}", i, t.dtype()));
     return v;
   }
   /// The values of a constant numeric input as doubles.
@@ -93,7 +93,7 @@ class NodeCtx {
   }
   double scalar(std::size_t i) const {
     auto v = doubles(i);
-    if (v.size() != 1) fail(fmt::format("input {} must hold one value, has {}", i, v.size()));
+    if (v.size() != 1) fail(MS_FORMAT("input {} must hold one value, has {}", i, v.size()));
     return v[0];
   }
 
@@ -132,11 +132,11 @@ class NodeCtx {
   }
   /// Requires that attribute `key` is absent or has value `want` (int attributes).
   void only(std::string_view key, std::int64_t want) const {
-    if (ai(key, want) != want) fail(fmt::format("attribute {}={} is not supported", key, ai(key, want)));
+    if (ai(key, want) != want) fail(MS_FORMAT("attribute {}={} is not supported", key, ai(key, want)));
   }
 
   const AnyTensor& need_const(std::size_t i) const {
-    if (!has(i)) fail(fmt::format("input {} is required", i));
+    if (!has(i)) fail(MS_FORMAT("input {} is required", i));
     if (!in_[i]->is_const) {
       const std::string nm = static_cast<int>(i) < node_.input_size() ? node_.input(static_cast<int>(i)) : "?";
       throw ConstantRequired(name_, node_.op_type(), opset_, nm);
@@ -158,7 +158,7 @@ namespace detail::conv {
 namespace o = ms::ops;
 
 inline int axis_of(const NodeCtx& c, std::int64_t a, int rank) {
-  if (a < -rank || a >= rank) c.fail(fmt::format("axis {} is out of range for rank {}", a, rank));
+  if (a < -rank || a >= rank) c.fail(MS_FORMAT("axis {} is out of range for rank {}", a, rank));
   return static_cast<int>(a < 0 ? a + rank : a);
 }
 inline AnyTensor i64_tensor(const IntList& v, bool as_scalar = false) {
@@ -168,14 +168,14 @@ inline AnyTensor i64_tensor(const IntList& v, bool as_scalar = false) {
 }
 inline bool is_float(DType d) { return d == DType::f32 || d == DType::f64; }
 inline void need_float(const NodeCtx& c, const AnyTensor& x) {
-  if (!is_float(x.dtype())) c.fail(fmt::format("dtype {} is not supported (float32 and float64 are)", x.dtype()));
+  if (!is_float(x.dtype())) c.fail(MS_FORMAT("dtype {} is not supported (float32 and float64 are)", x.dtype()));
 }
 inline std::vector<AnyTensor> one(AnyTensor t) { return {std::move(t)}; }
 /// Requires input i to have rank r (lo..hi with the second form).
 inline void need_rank(const NodeCtx& c, std::size_t i, int lo, int hi = -1) {
   const int r = c.in(i).dim();
   if (r < lo || r > (hi < 0 ? lo : hi))
-    c.fail(fmt::format("input {} has rank {} (expected {})", i, r, hi < 0 || hi == lo ? fmt::format("{}", lo) : fmt::format("{} to {}", lo, hi)));
+    c.fail(MS_FORMAT("input {} has rank {} (expected {})", i, r, hi < 0 || hi == lo ? MS_FORMAT("{}", lo) : MS_FORMAT("{} to {}", lo, hi)));
 }
 /// Reshapes a per-channel (C,) tensor to (C, 1, ...) for broadcasting against rank `rank` from axis 1.
 inline AnyTensor channel(const AnyTensor& v, int rank) {
@@ -220,7 +220,7 @@ inline Window window(const NodeCtx& c, const Shape& xs, const IntList& kernel, i
     } else if (ap == "VALID") {
       w.pb[i] = w.pe[i] = 0;
     } else if (ap != "NOTSET") {
-      c.fail(fmt::format("auto_pad \"{}\"", ap));
+      c.fail(MS_FORMAT("auto_pad \"{}\"", ap));
     }
     if (ceil_mode) {
       const std::int64_t span = in + w.pb[i] + w.pe[i] - ek;

@@ -19,7 +19,7 @@ inline std::vector<AnyTensor> ScatterElements(const NodeCtx& c) {
   AnyTensor idx = wrap_index(c, 1, x.shape()[axis]);
   const AnyTensor& upd = c.in(2);
   if (red == "add") return one(o::scatter_add(x, axis, idx, upd));
-  if (red != "none") c.fail(fmt::format("reduction \"{}\"", red));
+  if (red != "none") c.fail(MS_FORMAT("reduction \"{}\"", red));
   AnyTensor hits = o::scatter_add(o::zeros(x.shape(), DType::f32), axis, idx, o::ones(upd.shape(), DType::f32));
   AnyTensor vals = o::scatter_add(o::zeros(x.shape(), x.dtype()), axis, idx, upd);
   return one(o::where(o::gt(hits, 0.0), vals, x));
@@ -30,8 +30,8 @@ inline std::vector<AnyTensor> ScatterND(const NodeCtx& c) {
   AnyTensor idx = c.in(1);
   const AnyTensor& upd = c.in(2);
   const std::string red = c.as("reduction", "none");
-  if (red != "none" && red != "add") c.fail(fmt::format("reduction \"{}\"", red));
-  if (idx.dtype() != DType::i64) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
+  if (red != "none" && red != "add") c.fail(MS_FORMAT("reduction \"{}\"", red));
+  if (idx.dtype() != DType::i64) c.fail(MS_FORMAT("indices of dtype {}", idx.dtype()));
   const int q = idx.dim();
   if (q < 1) c.fail("indices of rank 0");
   const std::int64_t k = idx.shape()[q - 1];
@@ -63,7 +63,7 @@ inline std::vector<AnyTensor> TopK(const NodeCtx& c) {
   if (x.dim() == 0) c.fail("input of rank 0");
   const int axis = axis_of(c, c.ai("axis", -1), x.dim());
   const std::int64_t n = x.shape()[axis];
-  if (k < 0 || k > n) c.fail(fmt::format("k={} for an axis of size {}", k, n));
+  if (k < 0 || k > n) c.fail(MS_FORMAT("k={} for an axis of size {}", k, n));
   return o::topk(x, k, axis, c.ai("largest", 1) != 0, c.ai("sorted", 1) != 0);
 }
 /// Einsum without repeated letters in one operand: every operand permuted and broadcast to the
@@ -80,7 +80,7 @@ inline std::vector<AnyTensor> Einsum(const NodeCtx& c) {
     if (e == std::string::npos) break;
     b = e + 1;
   }
-  if (terms.size() != c.num_inputs()) c.fail(fmt::format("equation \"{}\" names {} operands, the node has {}", eq, terms.size(), c.num_inputs()));
+  if (terms.size() != c.num_inputs()) c.fail(MS_FORMAT("equation \"{}\" names {} operands, the node has {}", eq, terms.size(), c.num_inputs()));
   // Ellipsis dims become letters '0', '1', ... counted from the right (they broadcast).
   int ell = 0;
   std::vector<std::string> sub(terms.size());
@@ -90,11 +90,11 @@ inline std::vector<AnyTensor> Einsum(const NodeCtx& c) {
     const int named = static_cast<int>(s.size()) - (dots == std::string::npos ? 0 : 3);
     const int rank = c.in(t).dim();
     if (dots == std::string::npos) {
-      if (named != rank) c.fail(fmt::format("operand {} has rank {}, \"{}\" names {}", t, rank, s, named));
+      if (named != rank) c.fail(MS_FORMAT("operand {} has rank {}, \"{}\" names {}", t, rank, s, named));
       sub[t] = s;
     } else {
       const int ne = rank - named;
-      if (ne < 0) c.fail(fmt::format("operand {} has rank {}, fewer than \"{}\" names", t, rank, s));
+      if (ne < 0) c.fail(MS_FORMAT("operand {} has rank {}, fewer than \"{}\" names", t, rank, s));
       ell = std::max(ell, ne);
       std::string e;
       for (int j = ne - 1; j >= 0; --j) e += static_cast<char>('0' + j);
@@ -119,7 +119,7 @@ inline std::vector<AnyTensor> Einsum(const NodeCtx& c) {
   for (std::size_t t = 0; t < sub.size(); ++t) {
     const std::string& s = sub[t];
     for (std::size_t a = 0; a < s.size(); ++a)
-      if (s.find(s[a], a + 1) != std::string::npos) c.fail(fmt::format("a repeated index '{}' in one operand (a diagonal)", s[a]));
+      if (s.find(s[a], a + 1) != std::string::npos) c.fail(MS_FORMAT("a repeated index '{}' in one operand (a diagonal)", s[a]));
     IntList perm, shape;
     std::string order;
     for (char ch : all) if (s.find(ch) != std::string::npos) { perm.push_back(static_cast<std::int64_t>(s.find(ch))); order += ch; }
@@ -164,7 +164,7 @@ inline std::vector<AnyTensor> NonZero(const NodeCtx& c) {
 }
 inline std::vector<AnyTensor> BitShift(const NodeCtx& c) {
   const AnyTensor &x = c.in(0), &y = c.in(1);
-  if (x.dtype() != DType::u8 || y.dtype() != DType::u8) c.fail(fmt::format("dtype {} (uint8 is supported)", x.dtype()));
+  if (x.dtype() != DType::u8 || y.dtype() != DType::u8) c.fail(MS_FORMAT("dtype {} (uint8 is supported)", x.dtype()));
   const std::string dir = c.as("direction", "");
   AnyTensor p = o::pow(2.0, o::cast(y, DType::f64));
   AnyTensor xf = o::cast(x, DType::f64);
@@ -175,7 +175,7 @@ inline std::vector<AnyTensor> BitShift(const NodeCtx& c) {
   } else if (dir == "RIGHT") {
     r = o::floor(o::div(xf, p));
   } else {
-    c.fail(fmt::format("direction \"{}\"", dir));
+    c.fail(MS_FORMAT("direction \"{}\"", dir));
   }
   return one(o::cast(r, DType::u8));
 }
@@ -207,7 +207,7 @@ inline std::vector<AnyTensor> QuantizeLinear(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   need_float(c, x);
   AnyTensor scale = c.in(1), zp = c.has(2) ? c.in(2) : o::zeros(Shape{}, DType::u8);
-  if (zp.dtype() != DType::u8) c.fail(fmt::format("zero point of dtype {} (uint8 is supported)", zp.dtype()));
+  if (zp.dtype() != DType::u8) c.fail(MS_FORMAT("zero point of dtype {} (uint8 is supported)", zp.dtype()));
   if (scale.dim() == 1 && x.dim() > 1) {  // per axis
     const int axis = axis_of(c, c.ai("axis", 1), x.dim());
     IntList s(static_cast<std::size_t>(x.dim()), 1);
@@ -220,7 +220,7 @@ inline std::vector<AnyTensor> QuantizeLinear(const NodeCtx& c) {
 }
 inline std::vector<AnyTensor> DequantizeLinear(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
-  if (x.dtype() != DType::u8 && x.dtype() != DType::i32) c.fail(fmt::format("input of dtype {}", x.dtype()));
+  if (x.dtype() != DType::u8 && x.dtype() != DType::i32) c.fail(MS_FORMAT("input of dtype {}", x.dtype()));
   AnyTensor scale = c.in(1), zp = c.has(2) ? c.in(2) : o::zeros(Shape{}, x.dtype());
   if (scale.dim() == 1 && x.dim() > 1) {
     const int axis = axis_of(c, c.ai("axis", 1), x.dim());
@@ -234,7 +234,7 @@ inline std::vector<AnyTensor> DequantizeLinear(const NodeCtx& c) {
 /// DynamicQuantizeLinear: uint8 with the scale and zero point of x's range (which includes 0).
 inline std::vector<AnyTensor> DynamicQuantizeLinear(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
-  if (x.dtype() != DType::f32) c.fail(fmt::format("input of dtype {}", x.dtype()));
+  if (x.dtype() != DType::f32) c.fail(MS_FORMAT("input of dtype {}", x.dtype()));
   AnyTensor lo = o::minimum(o::min(x), 0.0), hi = o::maximum(o::max(x), 0.0);
   AnyTensor scale = o::div(o::sub(hi, lo), 255.0);
   AnyTensor zpf = o::clamp(o::round(o::sub(0.0, o::div(lo, scale))), 0, 255);

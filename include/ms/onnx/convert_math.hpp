@@ -142,20 +142,20 @@ inline std::vector<AnyTensor> Div(const NodeCtx& c) {
   const AnyTensor& a = c.in(0);
   const AnyTensor b = legacy_broadcast(c);
   if (is_float(a.dtype())) return one(o::div(a, b));
-  if (a.dtype() != b.dtype()) c.fail(fmt::format("operands of dtypes {} and {}", a.dtype(), b.dtype()));
+  if (a.dtype() != b.dtype()) c.fail(MS_FORMAT("operands of dtypes {} and {}", a.dtype(), b.dtype()));
   if (a.dtype() != DType::i32 && a.dtype() != DType::i64 && a.dtype() != DType::u8)
-    c.fail(fmt::format("dtype {} is not supported", a.dtype()));
+    c.fail(MS_FORMAT("dtype {} is not supported", a.dtype()));
   return one(o::cast(trunc_div(a, b), a.dtype()));
 }
 /// Mod on ms's remainder (fmod=0: the divisor's sign) and fmod (fmod=1: the dividend's). float16
 /// goes through float32: the result of either is exact, so it rounds back to itself.
 inline std::vector<AnyTensor> Mod(const NodeCtx& c) {
   AnyTensor a = c.in(0), b = c.in(1);
-  if (a.dtype() != b.dtype()) c.fail(fmt::format("operands of dtypes {} and {}", a.dtype(), b.dtype()));
+  if (a.dtype() != b.dtype()) c.fail(MS_FORMAT("operands of dtypes {} and {}", a.dtype(), b.dtype()));
   const DType d = a.dtype();
   if (d == DType::f16) a = o::cast(a, DType::f32), b = o::cast(b, DType::f32);
   else if (d != DType::i32 && d != DType::i64 && d != DType::u8 && !is_float(d))
-    c.fail(fmt::format("dtype {} is not supported", d));
+    c.fail(MS_FORMAT("dtype {} is not supported", d));
   AnyTensor y = c.ai("fmod", 0) != 0 ? o::fmod(a, b) : o::remainder(a, b);
   return one(d == DType::f16 ? o::cast(y, d) : y);
 }
@@ -194,7 +194,7 @@ inline std::vector<AnyTensor> Clip(const NodeCtx& c) {
 inline std::vector<AnyTensor> Cast(const NodeCtx& c) {
   const std::int64_t to = c.ai("to", 0);
   auto d = dtype_from_onnx(static_cast<int>(to));
-  if (!d) c.fail(fmt::format("cast to {} (no ms dtype)", onnx_type_name(static_cast<int>(to))));
+  if (!d) c.fail(MS_FORMAT("cast to {} (no ms dtype)", onnx_type_name(static_cast<int>(to))));
   return one(o::cast(c.in(0), *d));
 }
 inline std::vector<AnyTensor> CastLike(const NodeCtx& c) { return one(o::cast(c.in(0), c.in(1).dtype())); }

@@ -60,10 +60,10 @@ inline AnyTensor conv3d(const NodeCtx& c, const AnyTensor& x0, const AnyTensor& 
 inline std::vector<AnyTensor> Conv(const NodeCtx& c) {
   AnyTensor x = c.in(0), w = c.in(1);
   const int nd = x.dim() - 2;
-  if (nd < 1 || nd > 3) c.fail(fmt::format("{}-d convolution (1-d to 3-d are supported)", nd));
+  if (nd < 1 || nd > 3) c.fail(MS_FORMAT("{}-d convolution (1-d to 3-d are supported)", nd));
   IntList ks = c.aints("kernel_shape");
   if (ks.empty()) for (int i = 2; i < w.dim(); ++i) ks.push_back(w.shape()[i]);
-  if (w.dim() != x.dim()) c.fail(fmt::format("weight of rank {} for an input of rank {}", w.dim(), x.dim()));
+  if (w.dim() != x.dim()) c.fail(MS_FORMAT("weight of rank {} for an input of rank {}", w.dim(), x.dim()));
   Window g = window(c, x.shape(), ks, nd);
   if (nd == 3) return one(conv3d(c, x, w, g));
   if (nd == 1) {  // as a 2-d convolution of height 1
@@ -91,10 +91,10 @@ inline std::vector<AnyTensor> Conv(const NodeCtx& c) {
 inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
   AnyTensor x = c.in(0), w = c.in(1);
   const int nd = x.dim() - 2;
-  if (nd != 1 && nd != 2) c.fail(fmt::format("{}-d transposed convolution (1-d and 2-d are supported)", nd));
-  if (w.dim() != x.dim()) c.fail(fmt::format("weight of rank {} for an input of rank {}", w.dim(), x.dim()));
+  if (nd != 1 && nd != 2) c.fail(MS_FORMAT("{}-d transposed convolution (1-d and 2-d are supported)", nd));
+  if (w.dim() != x.dim()) c.fail(MS_FORMAT("weight of rank {} for an input of rank {}", w.dim(), x.dim()));
   const std::int64_t g = c.ai("group", 1);
-  if (g < 1) c.fail(fmt::format("group {}", g));
+  if (g < 1) c.fail(MS_FORMAT("group {}", g));
   IntList ks = c.aints("kernel_shape");
   if (ks.empty()) for (int i = 2; i < w.dim(); ++i) ks.push_back(w.shape()[i]);
   IntList s = c.aints("strides", IntList(nd, 1)), d = c.aints("dilations", IntList(nd, 1));
@@ -116,7 +116,7 @@ inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
     if (!oshape.empty()) want = oshape[i];
     else if (ap == "SAME_UPPER" || ap == "SAME_LOWER") want = in * s[i];
     else if (ap == "VALID") pb[i] = pe[i] = 0;
-    else if (ap != "NOTSET") c.fail(fmt::format("auto_pad \"{}\"", ap));
+    else if (ap != "NOTSET") c.fail(MS_FORMAT("auto_pad \"{}\"", ap));
     if (want >= 0) {
       const std::int64_t total = full - want;
       // Floor division: a negative total (a larger output_shape) extends the end.
@@ -160,7 +160,7 @@ inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
                    {0, 0, d[0] * (ks[0] - 1) - pe[0] + op[0], d[1] * (ks[1] - 1) - pe[1] + op[1]}, 0.0);
   auto flip = [&] {
     const std::int64_t Ci = w.shape()[0], Co = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
-    if (Ci % g) c.fail(fmt::format("group {} does not divide the {} input channels", g, Ci));
+    if (Ci % g) c.fail(MS_FORMAT("group {} does not divide the {} input channels", g, Ci));
     AnyTensor f = o::slice(o::slice(w, 2, kh - 1, -(kh + 1), -1), 3, kw - 1, -(kw + 1), -1);
     f = o::permute(o::reshape(f, {g, Ci / g, Co, kh, kw}), {0, 2, 1, 3, 4});
     return o::reshape(f, {g * Co, Ci / g, kh, kw});
@@ -179,7 +179,7 @@ inline std::vector<AnyTensor> ConvTranspose(const NodeCtx& c) {
 inline std::vector<AnyTensor> GatherND(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   AnyTensor idx = c.in(1);
-  if (idx.dtype() != DType::i64) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
+  if (idx.dtype() != DType::i64) c.fail(MS_FORMAT("indices of dtype {}", idx.dtype()));
   const int b = static_cast<int>(c.ai("batch_dims", 0));
   const int q = idx.dim();
   if (q < 1) c.fail("indices of rank 0");
@@ -267,7 +267,7 @@ template <bool Max>
 std::vector<AnyTensor> Pool(const NodeCtx& c) {
   AnyTensor x = c.in(0);
   const int nd = x.dim() - 2;
-  if (nd < 1 || nd > 3) c.fail(fmt::format("{}-d pooling (1-d to 3-d are supported)", nd));
+  if (nd < 1 || nd > 3) c.fail(MS_FORMAT("{}-d pooling (1-d to 3-d are supported)", nd));
   need_float(c, x);
   IntList ks = c.aints("kernel_shape");
   if (static_cast<int>(ks.size()) != nd) c.fail("kernel_shape is missing or does not match the spatial rank");
@@ -400,7 +400,7 @@ inline std::vector<AnyTensor> LpNormalization(const NodeCtx& c) {
   AnyTensor n;
   if (p == 1) n = o::sum(o::abs(x), {axis}, true);
   else if (p == 2) n = o::sqrt(o::sum(o::mul(x, x), {axis}, true));
-  else c.fail(fmt::format("p={}", p));
+  else c.fail(MS_FORMAT("p={}", p));
   return one(o::div(x, n));
 }
 inline std::vector<AnyTensor> LRN(const NodeCtx& c) {
@@ -456,7 +456,7 @@ std::vector<AnyTensor> softmax_like(const NodeCtx& c) {
 inline AnyTensor nll(const NodeCtx& c, const AnyTensor& x, const AnyTensor& target, const AnyTensor& weight) {
   if (x.dim() < 2) c.fail("input of rank < 2");
   const std::string red = c.as("reduction", "mean");
-  if (red != "mean" && red != "sum" && red != "none") c.fail(fmt::format("reduction \"{}\"", red));
+  if (red != "mean" && red != "sum" && red != "none") c.fail(MS_FORMAT("reduction \"{}\"", red));
   AnyTensor t = o::cast(target, DType::i64);
   AnyTensor keep;
   if (c.has_attr("ignore_index")) {
@@ -558,7 +558,7 @@ std::vector<AnyTensor> recurrent(const NodeCtx& c) {
   const std::int64_t H = c.ai("hidden_size", c.in(2).shape()[2]);
   const std::string dir = c.as("direction", "forward");
   const int nd = dir == "bidirectional" ? 2 : 1;
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional") c.fail(fmt::format("direction \"{}\"", dir));
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional") c.fail(MS_FORMAT("direction \"{}\"", dir));
   if (Kind == 2 && c.ai("input_forget", 0)) c.fail("input_forget=1");
   const double clip = c.af("clip", 0.0);
   // Activations: f (and g, h) per direction; the defaults, or Sigmoid/Tanh/Relu by name.
@@ -575,7 +575,7 @@ std::vector<AnyTensor> recurrent(const NodeCtx& c) {
     if (name == "Sigmoid") return o::sigmoid(v);
     if (name == "Tanh") return o::tanh(v);
     if (name == "Relu") return o::relu(v);
-    c.fail(fmt::format("activation {}", name));
+    c.fail(MS_FORMAT("activation {}", name));
   };
   IntList lens(static_cast<std::size_t>(Bn), T);
   bool masked = false;

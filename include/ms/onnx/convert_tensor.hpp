@@ -24,7 +24,7 @@ inline std::vector<AnyTensor> Reshape(const NodeCtx& c) {
 inline std::vector<AnyTensor> Flatten(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
   std::int64_t axis = c.ai("axis", 1);
-  if (axis < -x.dim() || axis > x.dim()) c.fail(fmt::format("axis {} is out of range for rank {}", axis, x.dim()));
+  if (axis < -x.dim() || axis > x.dim()) c.fail(MS_FORMAT("axis {} is out of range for rank {}", axis, x.dim()));
   if (axis < 0) axis += x.dim();
   std::int64_t a = 1, b = 1;
   for (int i = 0; i < x.dim(); ++i) (i < axis ? a : b) *= x.shape()[i];
@@ -49,7 +49,7 @@ inline std::vector<AnyTensor> Squeeze(const NodeCtx& c) {
   IntList s;
   for (int i = 0; i < x.dim(); ++i) {
     const bool drop = std::find(axes.begin(), axes.end(), i) != axes.end();
-    if (drop && x.shape()[i] != 1) c.fail(fmt::format("axis {} of shape {} is not 1", i, shape_str(x.shape())));
+    if (drop && x.shape()[i] != 1) c.fail(MS_FORMAT("axis {} of shape {} is not 1", i, shape_str(x.shape())));
     if (!drop) s.push_back(x.shape()[i]);
   }
   return one(o::reshape(x, s));
@@ -78,7 +78,7 @@ inline std::vector<AnyTensor> Split(const NodeCtx& c) {
   if (n < 1) c.fail("no outputs");
   if (sizes.empty()) {
     const std::int64_t len = x.shape()[axis];
-    if (len % n != 0) c.fail(fmt::format("axis of size {} does not split into {} equal parts", len, n));
+    if (len % n != 0) c.fail(MS_FORMAT("axis of size {} does not split into {} equal parts", len, n));
     sizes.assign(static_cast<std::size_t>(n), len / n);
   }
   return o::split(x, sizes, axis);
@@ -120,7 +120,7 @@ inline std::vector<AnyTensor> Expand(const NodeCtx& c) {
   for (int i = 0; i < r; ++i) {
     const int xi = i - (r - x.dim()), si = i - (r - static_cast<int>(s.size()));
     const std::int64_t a = xi >= 0 ? x.shape()[xi] : 1, b = si >= 0 ? s[static_cast<std::size_t>(si)] : 1;
-    if (a != b && a != 1 && b != 1) c.fail(fmt::format("cannot broadcast {} to [{}]", shape_str(x.shape()), ::ms::detail::join_text(s, ", ")));
+    if (a != b && a != 1 && b != 1) c.fail(MS_FORMAT("cannot broadcast {} to [{}]", shape_str(x.shape()), ::ms::detail::join_text(s, ", ")));
     out[static_cast<std::size_t>(i)] = a == 1 ? b : a;
   }
   return one(o::contiguous(o::expand(x, out)));
@@ -134,11 +134,11 @@ inline std::vector<AnyTensor> Tile(const NodeCtx& c) {
 /// Indices with negatives wrapped (n + i), as int64.
 inline AnyTensor wrap_index(const NodeCtx& c, std::size_t i, std::int64_t n) {
   AnyTensor idx = c.in(i);
-  if (idx.dtype() != DType::i64 && idx.dtype() != DType::i32) c.fail(fmt::format("indices of dtype {}", idx.dtype()));
+  if (idx.dtype() != DType::i64 && idx.dtype() != DType::i32) c.fail(MS_FORMAT("indices of dtype {}", idx.dtype()));
   if (c.is_const(i)) {
     IntList v = c.ints(i);
     for (auto& k : v) {
-      if (k < -n || k >= n) c.fail(fmt::format("index {} is out of range for an axis of size {}", k, n));
+      if (k < -n || k >= n) c.fail(MS_FORMAT("index {} is out of range for an axis of size {}", k, n));
       if (k < 0) k += n;
     }
     AnyTensor t = i64_tensor(v);
@@ -189,7 +189,7 @@ inline std::vector<AnyTensor> Constant(const NodeCtx& c) {
     std::copy(a.floats().begin(), a.floats().end(), static_cast<float*>(t.raw_data()));
     return one(t);
   }
-  c.fail(fmt::format("attribute {}", a.name()));
+  c.fail(MS_FORMAT("attribute {}", a.name()));
 }
 inline std::vector<AnyTensor> ConstantOfShape(const NodeCtx& c) {
   IntList s = c.ints(0);
@@ -212,7 +212,7 @@ inline std::vector<AnyTensor> Range(const NodeCtx& c) {
       T* p = static_cast<T*>(out.raw_data());
       for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<T>(a) + static_cast<T>(i) * static_cast<T>(d));
     } else {
-      c.fail(fmt::format("dtype {}", s.dtype()));
+      c.fail(MS_FORMAT("dtype {}", s.dtype()));
     }
   });
   return one(out);
@@ -259,12 +259,12 @@ inline std::vector<AnyTensor> Pad(const NodeCtx& c) {
   double value = c.opset() < 11 ? c.af("value", 0.0) : (c.has(2) ? c.scalar(2) : 0.0);
   if (c.has(3)) c.fail("the axes input");
   const int r = x.dim();
-  if (static_cast<int>(pads.size()) != 2 * r) c.fail(fmt::format("{} pads for rank {}", pads.size(), r));
+  if (static_cast<int>(pads.size()) != 2 * r) c.fail(MS_FORMAT("{} pads for rank {}", pads.size(), r));
   IntList b(pads.begin(), pads.begin() + r), e(pads.begin() + r, pads.end());
   if (mode == "constant") return one(o::pad_dims(x, b, e, "constant", value));
   if (mode == "edge") return one(o::pad_dims(x, b, e, "replicate"));
   if (mode == "reflect") return one(o::pad_dims(x, b, e, "reflect"));
-  c.fail(fmt::format("mode \"{}\"", mode));
+  c.fail(MS_FORMAT("mode \"{}\"", mode));
 }
 inline std::vector<AnyTensor> DepthToSpace(const NodeCtx& c) {
   const AnyTensor& x = c.in(0);
@@ -332,7 +332,7 @@ inline AnyTensor resize_axis(const NodeCtx& c, const AnyTensor& x, int axis, std
                          xr * (roi_end - roi_start) * static_cast<double>(in - 1) / (len - 1)
                    : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
       outside[static_cast<std::size_t>(i)] = xo < 0 || xo > static_cast<double>(in - 1);
-    } else c.fail(fmt::format("coordinate_transformation_mode \"{}\"", r.coord));
+    } else c.fail(MS_FORMAT("coordinate_transformation_mode \"{}\"", r.coord));
     src[static_cast<std::size_t>(i)] = xo;
   }
   auto clampi = [&](std::int64_t k) { return std::clamp<std::int64_t>(k, 0, in - 1); };
@@ -347,7 +347,7 @@ inline AnyTensor resize_axis(const NodeCtx& c, const AnyTensor& x, int axis, std
       else if (r.nearest == "round_prefer_ceil") v = std::round(xo);
       else if (r.nearest == "floor") v = std::floor(xo);
       else if (r.nearest == "ceil") v = std::ceil(xo);
-      else c.fail(fmt::format("nearest_mode \"{}\"", r.nearest));
+      else c.fail(MS_FORMAT("nearest_mode \"{}\"", r.nearest));
       k[static_cast<std::size_t>(i)] = clampi(static_cast<std::int64_t>(v));
     }
     idx.push_back(k);
@@ -384,7 +384,7 @@ inline AnyTensor resize_axis(const NodeCtx& c, const AnyTensor& x, int axis, std
       }
     }
   } else {
-    c.fail(fmt::format("mode \"{}\"", r.mode));
+    c.fail(MS_FORMAT("mode \"{}\"", r.mode));
   }
   IntList wshape(static_cast<std::size_t>(x.dim()), 1);
   wshape[static_cast<std::size_t>(axis)] = out;
@@ -479,7 +479,7 @@ inline std::vector<AnyTensor> resize_common(const NodeCtx& c, const std::vector<
       scale = static_cast<double>(out) / static_cast<double>(in);
     } else {
       scale = scales_in[static_cast<std::size_t>(a)];
-      if (!(scale > 0)) c.fail(fmt::format("scale {} must be positive", scale));
+      if (!(scale > 0)) c.fail(MS_FORMAT("scale {} must be positive", scale));
       out = static_cast<std::int64_t>(std::floor(static_cast<double>(in) * scale));
     }
     const double rs = roi.empty() ? 0 : roi[static_cast<std::size_t>(a)];

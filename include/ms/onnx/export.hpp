@@ -65,11 +65,11 @@ class Emitter {
   const ops::TensorMeta& out_meta(std::size_t i = 0) const { return mg_.value(n_.outputs.at(i)).meta; }
   /// True when output i is read by a node or is a graph output.
   bool output_used(std::size_t i) const { return mg_.value(n_.outputs.at(i)).uses > 0; }
-  std::string tmp() { return fmt::format("{}__t{}", n_.name, counter_++); }
+  std::string tmp() { return MS_FORMAT("{}__t{}", n_.name, counter_++); }
   pb::NodeProto& emit(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs) {
     pb::NodeProto* p = g_.add_node();
     p->set_op_type(op);
-    p->set_name(fmt::format("{}__{}", n_.name, counter_++));
+    p->set_name(MS_FORMAT("{}__{}", n_.name, counter_++));
     for (auto& s : ins) p->add_input(s);
     for (auto& s : outs) p->add_output(s);
     return *p;
@@ -94,7 +94,7 @@ class Emitter {
   [[noreturn]] void fail(const std::string& why) const {
     throw UnsupportedError(n_.name, n_.op->name, kExportOpset, "export: " + why);
   }
-  static std::string vname(graph::ValueId v) { return fmt::format("v{}", v); }
+  static std::string vname(graph::ValueId v) { return MS_FORMAT("v{}", v); }
 
  private:
   pb::GraphProto& g_;

@@ -74,7 +74,7 @@ inline std::vector<int> topo_order(const pb::GraphProto& g, const std::set<std::
     for (const auto& o : g.node(i).output())
       if (!o.empty()) {
         if (defined0.count(o) || !producer.emplace(o, i).second)
-          bad_model(file, fmt::format("value '{}' is defined twice (node '{}')", o, g.node(i).name()));
+          bad_model(file, MS_FORMAT("value '{}' is defined twice (node '{}')", o, g.node(i).name()));
       }
   std::vector<int> pending(static_cast<std::size_t>(n), 0);
   std::vector<std::vector<int>> users(static_cast<std::size_t>(n));
@@ -83,7 +83,7 @@ inline std::vector<int> topo_order(const pb::GraphProto& g, const std::set<std::
       if (in.empty() || defined0.count(in)) continue;
       auto it = producer.find(in);
       if (it == producer.end())
-        bad_model(file, fmt::format("node '{}' ({}) reads '{}', which no node, input or initializer defines",
+        bad_model(file, MS_FORMAT("node '{}' ({}) reads '{}', which no node, input or initializer defines",
                                     g.node(i).name(), g.node(i).op_type(), in));
       users[static_cast<std::size_t>(it->second)].push_back(i);
       pending[static_cast<std::size_t>(i)]++;
@@ -104,15 +104,15 @@ inline std::vector<int> topo_order(const pb::GraphProto& g, const std::set<std::
     std::vector<std::string> stuck;
     for (int i = 0; i < n && stuck.size() < 8; ++i)
       if (pending[static_cast<std::size_t>(i)] > 0)
-        stuck.push_back(fmt::format("'{}' ({})", g.node(i).name(), g.node(i).op_type()));
-    bad_model(file, fmt::format("the graph has a cycle through nodes {}", ::ms::detail::join_text(stuck, ", ")));
+        stuck.push_back(MS_FORMAT("'{}' ({})", g.node(i).name(), g.node(i).op_type()));
+    bad_model(file, MS_FORMAT("the graph has a cycle through nodes {}", ::ms::detail::join_text(stuck, ", ")));
   }
   return order;
 }
 
 inline std::string node_name(const pb::NodeProto& n, int index) {
   if (!n.name().empty()) return n.name();
-  return fmt::format("{}_{}", n.op_type(), index);
+  return MS_FORMAT("{}_{}", n.op_type(), index);
 }
 
 /// The shape of graph input `vi`: given (LoadOptions::input_shapes, checked against the
@@ -136,7 +136,7 @@ inline std::vector<std::int64_t> input_dims(const pb::ValueInfoProto& vi, const 
   } else if (tt.has_shape()) {
     for (const auto& d : tt.shape().dim()) {
       if (d.has_dim_value()) {
-        if (d.dim_value() < 0) bad_model(file, fmt::format("input '{}' has a negative dimension", name));
+        if (d.dim_value() < 0) bad_model(file, MS_FORMAT("input '{}' has a negative dimension", name));
         dims.push_back(d.dim_value());
       } else {
         auto it = opt.dims.find(d.dim_param());
@@ -165,13 +165,13 @@ inline void convert_node(const pb::NodeProto& node, int idx, const pb::ModelProt
                          std::map<std::string, Val>& values) {
   const std::string name = node_name(node, idx);
   if (!node.domain().empty() && node.domain() != "ai.onnx")
-    throw UnsupportedError(name, node.op_type(), opset, fmt::format("domain '{}' is not supported", node.domain()));
+    throw UnsupportedError(name, node.op_type(), opset, MS_FORMAT("domain '{}' is not supported", node.domain()));
   if (!has_default && m.opset_import_size() > 0)
-    bad_model(file, fmt::format("node '{}' ({}) is in the default domain, which the model does not import", name,
+    bad_model(file, MS_FORMAT("node '{}' ({}) is in the default domain, which the model does not import", name,
                                 node.op_type()));
   auto row = table.find(node.op_type());
   if (row == table.end())
-    throw UnsupportedError(name, node.op_type(), opset, fmt::format("no ms conversion for op {}", node.op_type()));
+    throw UnsupportedError(name, node.op_type(), opset, MS_FORMAT("no ms conversion for op {}", node.op_type()));
   std::vector<const Val*> ins;
   bool all_const = true;
   for (const auto& in : node.input()) {
@@ -208,7 +208,7 @@ inline void convert_node(const pb::NodeProto& node, int idx, const pb::ModelProt
   for (const auto& o : node.output()) {
     if (!o.empty()) {
       if (k >= static_cast<int>(results.size()))
-        ctx.fail(fmt::format("output {} is not produced by the conversion", k));
+        ctx.fail(MS_FORMAT("output {} is not produced by the conversion", k));
       values[o] = Val{results[static_cast<std::size_t>(k)], all_const || data_independent};
     }
     ++k;
@@ -231,7 +231,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
   if (m.opset_import_size() == 0) out.opset = 1;  // IR version 1-2 models carry no opset
   // Opsets 1-6 are read too where their semantics are those of 7 (the rows check what differs).
   if ((has_default || m.opset_import_size() == 0) && (out.opset > kMaxOpset || out.opset <= 0))
-    bad_model(file, fmt::format("opset {} of the default domain is not supported (ms reads opsets {} to {})",
+    bad_model(file, MS_FORMAT("opset {} of the default domain is not supported (ms reads opsets {} to {})",
                                 out.opset, kMinOpset, kMaxOpset));
   const pb::GraphProto& g = m.graph();
 
@@ -257,7 +257,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
       throw UnsupportedError(name, "graph input", out.opset, "inputs other than tensors (sequences, maps, optionals)");
     const auto& tt = vi.type().tensor_type();
     auto dt = dtype_from_onnx(tt.elem_type());
-    if (!dt) throw UnsupportedError(name, "graph input", out.opset, fmt::format("element type {}", onnx_type_name(tt.elem_type())));
+    if (!dt) throw UnsupportedError(name, "graph input", out.opset, MS_FORMAT("element type {}", onnx_type_name(tt.elem_type())));
     if (auto it = opt.input_values.find(name); it != opt.input_values.end()) {
       if (it->second.dtype() != *dt)
         MS_THROW(DTypeError, "onnx: '{}': the value given for input '{}' is {}, the model declares {}", file, name,
@@ -286,7 +286,7 @@ inline Model load_model(const pb::ModelProto& m, const std::string& file, const 
 
   for (const auto& vi : g.output()) {
     auto it = values.find(vi.name());
-    if (it == values.end()) bad_model(file, fmt::format("graph output '{}' is never defined", vi.name()));
+    if (it == values.end()) bad_model(file, MS_FORMAT("graph output '{}' is never defined", vi.name()));
     AnyTensor t = it->second.t;
     // A graph output must be a node's own result: copy an input, a constant or a repeated value.
     bool own = !it->second.is_const && std::find(out.input_names.begin(), out.input_names.end(), vi.name()) ==

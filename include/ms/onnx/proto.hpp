@@ -32,7 +32,7 @@ namespace pb = ::ONNX_NAMESPACE;
 class UnsupportedError : public NotImplementedError {
  public:
   UnsupportedError(std::string node, std::string op_type, int opset, std::string reason)
-      : NotImplementedError(fmt::format("onnx: node '{}' ({}, opset {}): {}", node, op_type, opset, reason)),
+      : NotImplementedError(MS_FORMAT("onnx: node '{}' ({}, opset {}): {}", node, op_type, opset, reason)),
         node_(std::move(node)), op_type_(std::move(op_type)), opset_(opset), reason_(std::move(reason)) {}
   const std::string& node() const noexcept { return node_; }
   const std::string& op_type() const noexcept { return op_type_; }
@@ -51,7 +51,7 @@ class ConstantRequired : public UnsupportedError {
  public:
   ConstantRequired(std::string node, std::string op_type, int opset, std::string input)
       : UnsupportedError(std::move(node), std::move(op_type), opset,
-                         fmt::format("input '{}' must be a constant (an initializer, a Constant node or a value "
+                         MS_FORMAT("input '{}' must be a constant (an initializer, a Constant node or a value "
                                      "given in LoadOptions::input_values)",
                                      input)),
         input_(std::move(input)) {}
@@ -97,7 +97,7 @@ inline int dtype_to_onnx(DType d) {
 }
 /// "float", "int8", "string": the ONNX name of an element type, for messages.
 inline std::string onnx_type_name(int t) {
-  if (!pb::TensorProto_DataType_IsValid(t)) return fmt::format("type {}", t);
+  if (!pb::TensorProto_DataType_IsValid(t)) return MS_FORMAT("type {}", t);
   std::string s = pb::TensorProto_DataType_Name(static_cast<pb::TensorProto_DataType>(t));
   for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
@@ -107,7 +107,7 @@ inline std::string onnx_type_name(int t) {
 class UnsupportedDType : public NotImplementedError {
  public:
   explicit UnsupportedDType(int t)
-      : NotImplementedError(fmt::format("onnx: element type {} is not supported", onnx_type_name(t))), type_(t) {}
+      : NotImplementedError(MS_FORMAT("onnx: element type {} is not supported", onnx_type_name(t))), type_(t) {}
   int type() const noexcept { return type_; }
 
  private:
@@ -133,31 +133,31 @@ inline std::string read_external(const std::string& file, const std::filesystem:
       else if (kv.key() == "offset") offset = std::stoll(kv.value());
       else if (kv.key() == "length") length = std::stoll(kv.value());
     } catch (const std::exception&) {
-      bad_model(file, fmt::format("tensor '{}': external data {} \"{}\" is not a number", tp.name(), kv.key(),
+      bad_model(file, MS_FORMAT("tensor '{}': external data {} \"{}\" is not a number", tp.name(), kv.key(),
                                   kv.value()));
     }
   }
-  if (location.empty()) bad_model(file, fmt::format("tensor '{}': external data without a location", tp.name()));
+  if (location.empty()) bad_model(file, MS_FORMAT("tensor '{}': external data without a location", tp.name()));
   const std::filesystem::path rel(location);
   if (rel.is_absolute() || rel.lexically_normal().string().rfind("..", 0) == 0)
-    bad_model(file, fmt::format("tensor '{}': external data location '{}' is outside the model's folder", tp.name(),
+    bad_model(file, MS_FORMAT("tensor '{}': external data location '{}' is outside the model's folder", tp.name(),
                                 location));
   const std::filesystem::path p = base_dir / rel;
   std::ifstream in(p, std::ios::binary);
-  if (!in) bad_model(file, fmt::format("tensor '{}': external data file '{}' cannot be opened", tp.name(), p.string()));
+  if (!in) bad_model(file, MS_FORMAT("tensor '{}': external data file '{}' cannot be opened", tp.name(), p.string()));
   in.seekg(0, std::ios::end);
   const std::int64_t size = static_cast<std::int64_t>(in.tellg());
   if (offset < 0 || offset > size)
-    bad_model(file, fmt::format("tensor '{}': external data offset {} is beyond the end of '{}' ({} bytes)",
+    bad_model(file, MS_FORMAT("tensor '{}': external data offset {} is beyond the end of '{}' ({} bytes)",
                                 tp.name(), offset, p.string(), size));
   if (length < 0) length = size - offset;
   if (length > size - offset)
-    bad_model(file, fmt::format("tensor '{}': external data '{}' has {} bytes after offset {}, {} are declared",
+    bad_model(file, MS_FORMAT("tensor '{}': external data '{}' has {} bytes after offset {}, {} are declared",
                                 tp.name(), p.string(), size - offset, offset, length));
   std::string bytes(static_cast<std::size_t>(length), '\0');
   in.seekg(offset);
   in.read(bytes.data(), length);
-  if (!in) bad_model(file, fmt::format("tensor '{}': reading external data '{}' failed", tp.name(), p.string()));
+  if (!in) bad_model(file, MS_FORMAT("tensor '{}': reading external data '{}' failed", tp.name(), p.string()));
   return bytes;
 }
 
@@ -171,9 +171,9 @@ inline AnyTensor to_tensor(const pb::TensorProto& tp, const std::string& file = 
   std::vector<std::int64_t> dims;
   std::uint64_t n = 1;
   for (auto d : tp.dims()) {
-    if (d < 0) bad_model(file, fmt::format("tensor '{}' has a negative dimension {}", tp.name(), d));
+    if (d < 0) bad_model(file, MS_FORMAT("tensor '{}' has a negative dimension {}", tp.name(), d));
     if (d > 0 && n > (std::uint64_t{1} << 40) / static_cast<std::uint64_t>(d))
-      bad_model(file, fmt::format("tensor '{}' is too large", tp.name()));
+      bad_model(file, MS_FORMAT("tensor '{}' is too large", tp.name()));
     n *= static_cast<std::uint64_t>(d);
     dims.push_back(d);
   }
@@ -181,13 +181,13 @@ inline AnyTensor to_tensor(const pb::TensorProto& tp, const std::string& file = 
   auto dt = dtype_from_onnx(tp.data_type());
   if (!dt) {
     if (tp.data_type() == pb::TensorProto::UNDEFINED || !pb::TensorProto_DataType_IsValid(tp.data_type()))
-      bad_model(file, fmt::format("tensor '{}' has no valid element type ({})", tp.name(), tp.data_type()));
+      bad_model(file, MS_FORMAT("tensor '{}' has no valid element type ({})", tp.name(), tp.data_type()));
     throw UnsupportedDType(tp.data_type());
   }
   // Sizes are checked before anything is allocated: a corrupted shape must not allocate.
   const std::size_t want = static_cast<std::size_t>(n) * dtype_size(*dt);
   auto mismatch = [&](std::size_t have, const char* unit) {
-    bad_model(file, fmt::format("tensor '{}' declares shape {} of {} ({} elements) but holds {} {}", tp.name(),
+    bad_model(file, MS_FORMAT("tensor '{}' declares shape {} of {} ({} elements) but holds {} {}", tp.name(),
                                 shape_str(shape), onnx_type_name(tp.data_type()), n, have, unit));
   };
   const bool external = tp.data_location() == pb::TensorProto::EXTERNAL;

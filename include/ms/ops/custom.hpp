@@ -160,7 +160,7 @@ inline void infer_thunk(const ops::OpDef& op, std::span<const ops::TensorMeta> i
   MS_CHECK(!out.empty(), ValueError, "{}: inference gave no outputs for inputs {}", op.name, ops::metas_str(in));
 }
 
-inline std::string meta_str(const AnyTensor& t) { return fmt::format("{} {}", shape_str(t.shape()), t.dtype()); }
+inline std::string meta_str(const AnyTensor& t) { return MS_FORMAT("{} {}", shape_str(t.shape()), t.dtype()); }
 
 inline void kernel_thunk(const ops::KernelArgs& a) {
   const Impl& impl = table().get(a.op);

@@ -72,7 +72,7 @@ inline CpuGemm parse_cpu_gemm(std::string_view v, std::string_view where) {
     if (!cpu_gemm_available(g)) {
       std::string available;
       for (CpuGemm a : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
-        if (cpu_gemm_available(a)) available += fmt::format("{}{}", available.empty() ? "" : ", ", cpu_gemm_name(a));
+        if (cpu_gemm_available(a)) available += MS_FORMAT("{}{}", available.empty() ? "" : ", ", cpu_gemm_name(a));
       MS_THROW(ValueError, "{}: the '{}' GEMM path is not in this build ({}); available: {}", where, v,
                g == CpuGemm::dnnl ? "built without oneDNN: install libdnnl-dev and keep MS_USE_DNNL on"
                                   : "built without OpenBLAS: install libopenblas-openmp-dev and keep MS_USE_BLAS on",
@@ -348,7 +348,7 @@ inline void gemm_dnnl(const float* a, bool a_col, std::int64_t lda, const float*
   const dnnl_status_t st = dnnl_sgemm(a_col ? 'T' : 'N', b_col ? 'T' : 'N', M, N, K, 1.0f, a, lda, b, ldb,
                                       accumulate ? 1.0f : 0.0f, c, N);
   if (st != dnnl_success)
-    dnnl_check(st, "matmul", "sgemm", fmt::format("({}, {}) @ ({}, {})", M, K, K, N));
+    dnnl_check(st, "matmul", "sgemm", MS_FORMAT("({}, {}) @ ({}, {})", M, K, K, N));
 }
 
 /// A created primitive with what its execution needs besides the data.
@@ -621,7 +621,7 @@ inline constexpr std::int64_t kDnnlMatmulKey = 16, kDnnlReorderKey = 17, kDnnlMa
 /// with a cached oneDNN matmul primitive. oneDNN sums bfloat16 products in float32.
 inline void matmul_dnnl(const DnnlMatrix& a, const DnnlMatrix& b, void* c, dnnl_data_type_t c_dt, std::int64_t M,
                         std::int64_t N, std::int64_t K, bool accumulate, std::string_view op) {
-  const auto shapes = [&] { return fmt::format("({}, {}) @ ({}, {}) as {}", M, K, K, N, dnnl_dt2str(a.dt)); };
+  const auto shapes = [&] { return MS_FORMAT("({}, {}) @ ({}, {}) as {}", M, K, K, N, dnnl_dt2str(a.dt)); };
   const DnnlMatrix cm{c, c_dt, false, N};
   const dnnl_memory_desc_t amd = dnnl_matrix_md(M, K, a, op, ""), bmd = dnnl_matrix_md(K, N, b, op, ""),
                            cmd = dnnl_matrix_md(M, N, cm, op, "");
@@ -641,7 +641,7 @@ inline void matmul_dnnl(const DnnlMatrix& a, const DnnlMatrix& b, void* c, dnnl_
 inline DnnlMatrix reorder_matrix_dnnl(std::int64_t rows, std::int64_t cols, const DnnlMatrix& m, dnnl_data_type_t dt,
                                       void* out, std::string_view op) {
   const DnnlMatrix o{out, dt, m.col_major, std::max<std::int64_t>(1, m.col_major ? rows : cols)};
-  const auto shapes = [&] { return fmt::format("({}, {}) {} -> {}", rows, cols, dnnl_dt2str(m.dt), dnnl_dt2str(dt)); };
+  const auto shapes = [&] { return MS_FORMAT("({}, {}) {} -> {}", rows, cols, dnnl_dt2str(m.dt), dnnl_dt2str(dt)); };
   const dnnl_memory_desc_t smd = dnnl_matrix_md(rows, cols, m, op, ""), dmd = dnnl_matrix_md(rows, cols, o, op, "");
   const DnnlKey key{kDnnlReorderKey, rows, cols, m.col_major, m.ld, m.dt, dt};
   auto prim = DnnlCache::instance().get(key, [&] { return make_dnnl_reorder(smd, dmd, op, shapes()); });
@@ -698,7 +698,7 @@ MS_IMPL std::string dnnl_cpu_isa() {
     case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
     case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
     case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    default: return fmt::format("isa 0x{:x}", static_cast<unsigned>(dnnl_get_effective_cpu_isa()));
+    default: return MS_FORMAT("isa 0x{:x}", static_cast<unsigned>(dnnl_get_effective_cpu_isa()));
   }
 }
 #else

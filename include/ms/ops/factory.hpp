@@ -54,7 +54,7 @@ inline constexpr DTypeSet kCreationFloatTypes{DType::f32, DType::f64, DType::f16
 inline constexpr DTypeSet kArangeTypes = kNumericTypes | DTypeSet{DType::f16, DType::bf16};
 inline constexpr DTypeSet kRandintTypes{DType::i32, DType::i64, DType::u8, DType::f32, DType::f64};
 
-inline std::string ints_list(const IntList& v) { return fmt::format("[{}]", ::ms::detail::join_text(v.begin(), v.end(), ", ")); }
+inline std::string ints_list(const IntList& v) { return MS_FORMAT("[{}]", ::ms::detail::join_text(v.begin(), v.end(), ", ")); }
 
 inline std::string dtype_set_str(DTypeSet set) {
   std::string s;

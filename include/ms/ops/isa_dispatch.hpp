@@ -166,7 +166,7 @@ MS_IMPL std::string isa_summary() {
   std::string compiled;
   for (Isa l : compiled_isas()) compiled += (compiled.empty() ? "" : " ") + std::string(isa_name(l));
   const Isa now = isa();
-  return fmt::format("{} ({}); compiled: {}; CPU: {}", isa_name(now), isa_description(now), compiled,
+  return MS_FORMAT("{} ({}); compiled: {}; CPU: {}", isa_name(now), isa_description(now), compiled,
                      isa_name(detected_isa()));
 }
 

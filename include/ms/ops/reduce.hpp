@@ -26,26 +26,26 @@ namespace ms::ops {
 
 /// Sum over `axes` (all axes when empty; negative axes count from the end). Integer sums stay
 /// in their dtype and wrap around; float sums are pairwise. An empty reduction gives 0.
-inline AnyTensor sum(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+MS_IMPL AnyTensor sum(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
 /// Product over `axes` (1 for an empty reduction).
-inline AnyTensor prod(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+MS_IMPL AnyTensor prod(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
 /// Arithmetic mean over `axes` (float dtypes; NaN for an empty reduction).
-inline AnyTensor mean(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+MS_IMPL AnyTensor mean(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
 /// Largest element over `axes`; NaN propagates (NumPy). A zero-size reduction is a ValueError.
-inline AnyTensor max(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+MS_IMPL AnyTensor max(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
 /// Smallest element over `axes`; NaN propagates (NumPy). A zero-size reduction is a ValueError.
-inline AnyTensor min(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
+MS_IMPL AnyTensor min(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
 /// Variance over `axes` with N - correction in the denominator (1: unbiased, like PyTorch).
-inline AnyTensor var(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
+MS_IMPL AnyTensor var(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
                      std::int64_t correction = 1);
 /// Standard deviation: sqrt(var(x, axes, keepdim, correction)).
-inline AnyTensor std(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
+MS_IMPL AnyTensor std(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
                      std::int64_t correction = 1);
 /// Index (int64) of the largest element along `axis`, or in the flattened tensor when no axis
 /// is given. Ties give the first occurrence; NaN counts as the largest (NumPy).
-inline AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);
+MS_IMPL AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);
 /// Index (int64) of the smallest element; ties give the first occurrence, NaN counts as smallest.
-inline AnyTensor argmin(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);
+MS_IMPL AnyTensor argmin(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);
 
 }  // namespace ms::ops
 
@@ -120,9 +120,11 @@ struct ArgReduceAttrs {
 };
 
 namespace detail {
+#if MS_IMPL_BODIES
 inline Attrs reduce_attrs(const IntList& axes, bool keepdim) { return to_attrs(ReduceAttrs{axes, keepdim}); }
 
 inline Attrs arg_attrs(std::optional<std::int64_t> axis, bool keepdim) { return to_attrs(ArgReduceAttrs{axis, keepdim}); }
+#endif
 
 #if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
@@ -749,32 +751,34 @@ MS_REGISTRATION(const OpDef& argmax_op, registry().add(detail::make_reduce_op<de
 MS_REGISTRATION(const OpDef& argmin_op, registry().add(detail::make_reduce_op<detail::Red::argmin>(
     "argmin", "int64 index of the minimum along an axis (flattened when absent); NaN is the minimum")));
 
-inline AnyTensor sum(const AnyTensor& x, const IntList& axes, bool keepdim) {
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+MS_IMPL AnyTensor sum(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(sum_op, {x}, detail::reduce_attrs(axes, keepdim));
 }
-inline AnyTensor prod(const AnyTensor& x, const IntList& axes, bool keepdim) {
+MS_IMPL AnyTensor prod(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(prod_op, {x}, detail::reduce_attrs(axes, keepdim));
 }
-inline AnyTensor mean(const AnyTensor& x, const IntList& axes, bool keepdim) {
+MS_IMPL AnyTensor mean(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(mean_op, {x}, detail::reduce_attrs(axes, keepdim));
 }
-inline AnyTensor max(const AnyTensor& x, const IntList& axes, bool keepdim) {
+MS_IMPL AnyTensor max(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(max_op, {x}, detail::reduce_attrs(axes, keepdim));
 }
-inline AnyTensor min(const AnyTensor& x, const IntList& axes, bool keepdim) {
+MS_IMPL AnyTensor min(const AnyTensor& x, const IntList& axes, bool keepdim) {
   return call1(min_op, {x}, detail::reduce_attrs(axes, keepdim));
 }
-inline AnyTensor var(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
+MS_IMPL AnyTensor var(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
   return call1(var_op, {x}, to_attrs(VarAttrs{{axes, keepdim}, correction}));
 }
-inline AnyTensor std(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
+MS_IMPL AnyTensor std(const AnyTensor& x, const IntList& axes, bool keepdim, std::int64_t correction) {
   return call1(std_op, {x}, to_attrs(VarAttrs{{axes, keepdim}, correction}));
 }
-inline AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
+MS_IMPL AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
   return call1(argmax_op, {x}, detail::arg_attrs(axis, keepdim));
 }
-inline AnyTensor argmin(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
+MS_IMPL AnyTensor argmin(const AnyTensor& x, std::optional<std::int64_t> axis, bool keepdim) {
   return call1(argmin_op, {x}, detail::arg_attrs(axis, keepdim));
 }
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::ops

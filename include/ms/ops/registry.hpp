@@ -175,10 +175,10 @@ MS_IMPL std::string Attrs::str() const {
 MS_IMPL std::string Attrs::value_str(const AttrValue& v) {
   return std::visit([](auto& x) -> std::string {
     using X = std::decay_t<decltype(x)>;
-    if constexpr (std::is_same_v<X, IntList>) return fmt::format("[{}]", ::ms::detail::join_text(x, ", "));
+    if constexpr (std::is_same_v<X, IntList>) return MS_FORMAT("[{}]", ::ms::detail::join_text(x, ", "));
     else if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
-    else if constexpr (std::is_same_v<X, double>) return fmt::format("{}", x);
-    else return fmt::format("{}", x);
+    else if constexpr (std::is_same_v<X, double>) return MS_FORMAT("{}", x);
+    else return MS_FORMAT("{}", x);
   }, v);
 }
 #endif
@@ -488,7 +488,7 @@ inline std::string metas_str(std::span<const TensorMeta> ms) {
   std::string s;
   for (auto& m : ms) {
     if (!s.empty()) s += ", ";
-    s += fmt::format("{} {}", shape_str(m.shape), m.dtype);
+    s += MS_FORMAT("{} {}", shape_str(m.shape), m.dtype);
   }
   return s;
 }

@@ -21,9 +21,9 @@
 namespace ms::ops {
 
 /// exp(x - max) / sum(exp(x - max)) along `axis` (default the last); float dtypes.
-inline AnyTensor softmax(const AnyTensor& x, std::int64_t axis = -1);
+MS_IMPL AnyTensor softmax(const AnyTensor& x, std::int64_t axis = -1);
 /// x - max - log(sum(exp(x - max))) along `axis`: the log of softmax without its underflow.
-inline AnyTensor log_softmax(const AnyTensor& x, std::int64_t axis = -1);
+MS_IMPL AnyTensor log_softmax(const AnyTensor& x, std::int64_t axis = -1);
 
 }  // namespace ms::ops
 
@@ -213,11 +213,13 @@ OpDef make_softmax_op() {
 MS_REGISTRATION(const OpDef& softmax_op, registry().add(detail::make_softmax_op<false>()));
 MS_REGISTRATION(const OpDef& log_softmax_op, registry().add(detail::make_softmax_op<true>()));
 
-inline AnyTensor softmax(const AnyTensor& x, std::int64_t axis) {
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+MS_IMPL AnyTensor softmax(const AnyTensor& x, std::int64_t axis) {
   return call1(softmax_op, {x}, to_attrs(SoftmaxAttrs{axis}));
 }
-inline AnyTensor log_softmax(const AnyTensor& x, std::int64_t axis) {
+MS_IMPL AnyTensor log_softmax(const AnyTensor& x, std::int64_t axis) {
   return call1(log_softmax_op, {x}, to_attrs(SoftmaxAttrs{axis}));
 }
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::ops

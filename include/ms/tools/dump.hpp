@@ -86,7 +86,7 @@ inline std::vector<std::pair<std::int64_t, std::int64_t>> parse_iteration(const 
   std::vector<std::pair<std::int64_t, std::int64_t>> out;
   if (s == "all") return out;
   auto fail = [&]() {
-    bad(fmt::format("iteration must be \"all\" or ranges like \"0|5-8|100-120\", got \"{}\"", s));
+    bad(MS_FORMAT("iteration must be \"all\" or ranges like \"0|5-8|100-120\", got \"{}\"", s));
   };
   if (s.empty()) fail();
   auto number = [&](const std::string& t) -> std::int64_t {
@@ -309,7 +309,7 @@ inline int get_int(const nlohmann::json& v, const char* key, std::initializer_li
     for (int o : ok)
       if (x == o) return o;
   }
-  bad(fmt::format("{} must be {}, got {}", key, what, v.dump()));
+  bad(MS_FORMAT("{} must be {}, got {}", key, what, v.dump()));
 }
 
 inline DumpConfig parse(const nlohmann::json& root) {
@@ -318,7 +318,7 @@ inline DumpConfig parse(const nlohmann::json& root) {
   if (root.contains("common_dump_settings")) {
     for (auto& [k, v] : root.items())
       if (k != "common_dump_settings" && k != "e2e_dump_settings" && k != "async_dump_settings")
-        bad(fmt::format("unknown key \"{}\" (accepted at the top level: common_dump_settings, e2e_dump_settings, "
+        bad(MS_FORMAT("unknown key \"{}\" (accepted at the top level: common_dump_settings, e2e_dump_settings, "
                         "async_dump_settings)",
                         k));
     s = &root["common_dump_settings"];
@@ -331,24 +331,24 @@ inline DumpConfig parse(const nlohmann::json& root) {
       c.dump_mode = get_int(v, "dump_mode", {0, 1}, "0 (all ops) or 1 (ops listed in kernels)");
     } else if (k == "path") {
       if (!v.is_string() || v.get<std::string>().empty() || !std::filesystem::path(v.get<std::string>()).is_absolute())
-        bad(fmt::format("path must be an absolute directory path, got {}", v.dump()));
+        bad(MS_FORMAT("path must be an absolute directory path, got {}", v.dump()));
       c.path = v.get<std::string>();
     } else if (k == "net_name") {
       if (!v.is_string() || v.get<std::string>().empty() ||
           v.get<std::string>().find_first_of("/\\") != std::string::npos)
-        bad(fmt::format("net_name must be a non-empty name without '/', got {}", v.dump()));
+        bad(MS_FORMAT("net_name must be a non-empty name without '/', got {}", v.dump()));
       c.net_name = v.get<std::string>();
     } else if (k == "iteration") {
       if (!v.is_string())
-        bad(fmt::format("iteration must be \"all\" or ranges like \"0|5-8|100-120\", got {}", v.dump()));
+        bad(MS_FORMAT("iteration must be \"all\" or ranges like \"0|5-8|100-120\", got {}", v.dump()));
       c.iteration = v.get<std::string>();
       c.ranges = parse_iteration(c.iteration);
     } else if (k == "input_output") {
       c.input_output = get_int(v, "input_output", {0, 1, 2}, "0 (inputs and outputs), 1 (inputs) or 2 (outputs)");
     } else if (k == "kernels") {
-      if (!v.is_array()) bad(fmt::format("kernels must be a list of strings, got {}", v.dump()));
+      if (!v.is_array()) bad(MS_FORMAT("kernels must be a list of strings, got {}", v.dump()));
       for (auto& e : v) {
-        if (!e.is_string()) bad(fmt::format("kernels must be a list of strings, got {}", v.dump()));
+        if (!e.is_string()) bad(MS_FORMAT("kernels must be a list of strings, got {}", v.dump()));
         c.kernels.push_back(e.get<std::string>());
       }
     } else if (k == "saved_data") {
@@ -356,16 +356,16 @@ inline DumpConfig parse(const nlohmann::json& root) {
       if (x == "tensor") c.saved_data = DumpConfig::Saved::tensor;
       else if (x == "statistic") c.saved_data = DumpConfig::Saved::statistic;
       else if (x == "full") c.saved_data = DumpConfig::Saved::full;
-      else bad(fmt::format("saved_data must be \"tensor\", \"statistic\" or \"full\", got {}", v.dump()));
+      else bad(MS_FORMAT("saved_data must be \"tensor\", \"statistic\" or \"full\", got {}", v.dump()));
     } else if (k == "op_debug_mode") {
       c.op_debug_mode = get_int(v, "op_debug_mode", {0, 3, 4}, "0 (off), 3 or 4 (overflow detection)");
     } else if (k == "support_device") {
       // accepted for MindSpore compatibility; this dump runs on the calling thread's device
     } else if (k == "file_format") {
       if (!(v.is_string() && v.get<std::string>() == "npy"))
-        bad(fmt::format("file_format must be \"npy\", got {}", v.dump()));
+        bad(MS_FORMAT("file_format must be \"npy\", got {}", v.dump()));
     } else {
-      bad(fmt::format("unknown key \"{}\" (accepted: {})", k, kAcceptedKeys));
+      bad(MS_FORMAT("unknown key \"{}\" (accepted: {})", k, kAcceptedKeys));
     }
   }
   if (!s->contains("path")) bad("missing required key \"path\"");
@@ -381,7 +381,7 @@ MS_IMPL std::shared_ptr<const Pattern> compile_pattern(const std::string& entry,
   try {
     return std::make_shared<const Pattern>(Pattern{std::regex(regex)});
   } catch (const std::regex_error& e) {
-    bad(fmt::format("kernels: invalid regular expression in \"{}\": {}", entry, e.what()));
+    bad(MS_FORMAT("kernels: invalid regular expression in \"{}\": {}", entry, e.what()));
   }
 }
 
@@ -392,7 +392,7 @@ MS_IMPL DumpConfig parse_config(const std::string& json_text) {
   try {
     j = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::parse_error& e) {
-    bad(fmt::format("invalid JSON: {}", e.what()));
+    bad(MS_FORMAT("invalid JSON: {}", e.what()));
   }
   return parse(j);
 }
@@ -469,7 +469,7 @@ MS_IMPL std::uint64_t DataDump::begin(const ops::OpDef& op, std::span<const AnyT
   f.task_id = task_++;
   f.timestamp = now_us();
   f.type = std::string(info.label.empty() ? std::string_view(op.name) : info.label);
-  f.name = info.node_name.empty() ? fmt::format("{}_{}", op.name, counters_[op.name]++) : std::string(info.node_name);
+  f.name = info.node_name.empty() ? MS_FORMAT("{}_{}", op.name, counters_[op.name]++) : std::string(info.node_name);
   f.graph_dir = info.graph_id < 0 ? 0 : info.graph_id + 1;
   f.stream = info.stream;
   f.selected = cfg_.op_debug_mode == 0 && cfg_.iteration_selected(iteration_) && selected(op, f);
@@ -543,7 +543,7 @@ MS_IMPL void DataDump::write_tensor(const std::filesystem::path& dir, const std:
   bool tensor = cfg_.saved_data != DumpConfig::Saved::statistic;
   bool stat = cfg_.saved_data != DumpConfig::Saved::tensor;
   if (tensor && t.dtype() != DType::bf16) {  // NumPy has no bfloat16: statistics only
-    save_npy(dir / fmt::format("{}.{}.{}.{}.{}.{}.{}.npy", type, name, task, stream, ts, io, slot), t);
+    save_npy(dir / MS_FORMAT("{}.{}.{}.{}.{}.{}.{}.npy", type, name, task, stream, ts, io, slot), t);
     ++files_;
   }
   if (stat) {
@@ -555,7 +555,7 @@ MS_IMPL void DataDump::write_tensor(const std::filesystem::path& dir, const std:
       f << "Op Type,Op Name,Task ID,Stream ID,Timestamp,IO,Slot,Shape,Data Type,Min Value,Max Value,Avg Value,"
            "NaN Count,Inf Count\n";
     auto s = detail::dump::stats(t);
-    f << fmt::format("{},{},{},{},{},{},{},\"{}\",{},{},{},{},{},{}\n", type, name, task, stream, ts, io, slot,
+    f << MS_FORMAT("{},{},{},{},{},{},{},\"{}\",{},{},{},{},{},{}\n", type, name, task, stream, ts, io, slot,
                      shape_str(t.shape()), t.dtype(), s.min, s.max, s.mean, s.nan, s.inf);
   }
 }

@@ -94,13 +94,9 @@ class Profiler : public ops::OpObserver {
            std::span<const AnyTensor> out, const ops::OpCallInfo& info) override;
 
   /// Rows grouped by event name (one row per graph node across replays; one per eager call).
-  std::vector<ProfileSummaryRow> summary_by_op() const {
-    return summarize([](const ProfileEvent& e) -> const std::string& { return e.name; });
-  }
+  std::vector<ProfileSummaryRow> summary_by_op() const;
   /// Rows grouped by op type (op name or fused[...] label).
-  std::vector<ProfileSummaryRow> summary_by_type() const {
-    return summarize([](const ProfileEvent& e) -> const std::string& { return e.type; });
-  }
+  std::vector<ProfileSummaryRow> summary_by_type() const;
   /// Sum of all event durations (ns).
   std::int64_t total_ns() const;
 
@@ -210,7 +206,7 @@ MS_IMPL std::string Profiler::chrome_trace() const {
                    {"ph", "M"},
                    {"pid", 1},
                    {"tid", tid},
-                   {"args", {{"name", fmt::format("thread {} / stream {}", key.first, key.second)}}}});
+                   {"args", {{"name", MS_FORMAT("thread {} / stream {}", key.first, key.second)}}}});
   const DnnlCacheStats c = dnnl_cache_stats();
   nlohmann::json other{{"cpu_gemm", std::string(cpu_gemm_name(cpu_gemm()))},
                        {"cpu_conv", std::string(cpu_conv_name(cpu_conv()))},
@@ -275,7 +271,7 @@ MS_IMPL void Profiler::end(std::uint64_t token, const ops::OpDef& op, std::span<
     if (!info.node_name.empty()) {
       e.name = std::string(info.node_name);
     } else {
-      e.name = fmt::format("{}_{}", op.name, counters_[op.name]++);
+      e.name = MS_FORMAT("{}_{}", op.name, counters_[op.name]++);
     }
     // Device ops come with their executor's event timing; host ops are timed here.
     const auto t_start = info.timing ? info.timing->start : f.start;
@@ -299,6 +295,12 @@ MS_IMPL void Profiler::end(std::uint64_t token, const ops::OpDef& op, std::span<
   if (prev_) prev_->end(f.prev_token, op, in, attrs, out, info);
 }
 
+MS_IMPL std::vector<ProfileSummaryRow> Profiler::summary_by_op() const {
+  return summarize([](const ProfileEvent& e) -> const std::string& { return e.name; });
+}
+MS_IMPL std::vector<ProfileSummaryRow> Profiler::summary_by_type() const {
+  return summarize([](const ProfileEvent& e) -> const std::string& { return e.type; });
+}
 MS_IMPL std::int64_t Profiler::total_ns() const {
   std::lock_guard lk(mu_);
   std::int64_t t = 0;
@@ -318,7 +320,7 @@ MS_IMPL std::string Profiler::table() const {
 
 MS_IMPL std::string Profiler::cpu_gemm_line() {
   const DnnlCacheStats c = dnnl_cache_stats();
-  return fmt::format("CPU GEMM: {} ({}), convolutions {}; primitive cache {}/{}, {} hits, {} misses ({:.1f}%)",
+  return MS_FORMAT("CPU GEMM: {} ({}), convolutions {}; primitive cache {}/{}, {} hits, {} misses ({:.1f}%)",
                      cpu_gemm_name(cpu_gemm()), dnnl_cpu_isa(), cpu_conv_name(cpu_conv()), c.size, c.capacity, c.hits, c.misses,
                      100.0 * c.hit_rate());
 }
@@ -335,11 +337,11 @@ MS_IMPL int Profiler::thread_index() {  // called under mu_
 MS_IMPL std::string Profiler::format_table(std::string_view title, const std::vector<ProfileSummaryRow>& rows) {
   std::size_t w = 4;
   for (auto& r : rows) w = std::max(w, r.key.size());
-  std::string s = fmt::format("{}\n", title);
-  s += fmt::format("{:<{}} {:>7} {:>12} {:>12} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "name", w, "calls",
+  std::string s = MS_FORMAT("{}\n", title);
+  s += MS_FORMAT("{:<{}} {:>7} {:>12} {:>12} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "name", w, "calls",
                    "total(us)", "mean(us)", "min(us)", "max(us)", "%", "GFLOP/s", "GB/s");
   for (auto& r : rows)
-    s += fmt::format("{:<{}} {:>7} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f} {:>10.3f} {:>10.3f}\n", r.key, w,
+    s += MS_FORMAT("{:<{}} {:>7} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>7.2f} {:>10.3f} {:>10.3f}\n", r.key, w,
                      r.calls, r.total_ns / 1e3, r.mean_ns / 1e3, r.min_ns / 1e3, r.max_ns / 1e3, r.percent,
                      r.gflops_per_s, r.gbytes_per_s);
   return s;

@@ -162,8 +162,8 @@ struct OpenedLibs {
     return nullptr;
   }
   std::string tried() const {
-    std::string s = fmt::format("opened [{}]", join(opened, ", "));
-    if (!failures.empty()) s += fmt::format("; failed to open [{}]", join(failures, "; "));
+    std::string s = MS_FORMAT("opened [{}]", join(opened, ", "));
+    if (!failures.empty()) s += MS_FORMAT("; failed to open [{}]", join(failures, "; "));
     return s;
   }
 };
@@ -178,7 +178,7 @@ inline OpenedLibs open_libs(const std::vector<std::string>& names) {
       opened.opened.push_back(name);
     } else {
       const char* err = ::dlerror();
-      opened.failures.push_back(fmt::format("{} ({})", name, err ? err : "unknown error"));
+      opened.failures.push_back(MS_FORMAT("{} ({})", name, err ? err : "unknown error"));
     }
   }
   return opened;

@@ -84,7 +84,7 @@ inline AicpuCall::AicpuCall(const AclApi& api, std::string_view op_type) : api_(
 
 inline void AicpuCall::check(aclError rc, const char* setter, const char* name) const {
   if (rc == ACL_SUCCESS) [[likely]] return;
-  const std::string call = fmt::format("{}({}.{})", setter, op_type_, name);
+  const std::string call = MS_FORMAT("{}({}.{})", setter, op_type_, name);
   acl_check(api_, rc, call.c_str());
 }
 
@@ -200,7 +200,7 @@ inline void launch_aicpu(const AclApi& api, const AicpuRule& r, aclrtStream stre
     out_buf.push_back(bufs.back().get());
   }
   const std::string type(r.op_type);
-  const std::string what = fmt::format("aclopCompileAndExecute({})", r.op_type);
+  const std::string what = MS_FORMAT("aclopCompileAndExecute({})", r.op_type);
   acl_check(api,
             api.aclopCompileAndExecute(type.c_str(), static_cast<int>(in_desc.size()), in_desc.data(), in_buf.data(),
                                        static_cast<int>(out_desc.size()), out_desc.data(), out_buf.data(),

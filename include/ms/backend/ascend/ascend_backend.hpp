@@ -371,7 +371,7 @@ class AscendBackend final : public Backend {
   }
   /// Rethrows `e` with the op and its operands in front; keeps the type and the ACL call, code and message.
   [[noreturn]] void rethrow_for(const ops::OpDef& op, std::span<const AnyTensor> in, const Error& e) const {
-    const std::string what = fmt::format("{} on {} ({}): {}", op.name, device(), operands(in), e.message());
+    const std::string what = MS_FORMAT("{} on {} ({}): {}", op.name, device(), operands(in), e.message());
     if (e.category() == "backend_error") throw BackendError(what);
     if (e.category() == "device_error") throw DeviceError(what);
     throw;
@@ -428,7 +428,7 @@ class AscendBackend final : public Backend {
   }
   static std::string operands(std::span<const AnyTensor> in) {
     std::string s;
-    for (auto& t : in) s += (s.empty() ? "" : ", ") + fmt::format("{} {}", shape_str(t.shape()), t.dtype());
+    for (auto& t : in) s += (s.empty() ? "" : ", ") + MS_FORMAT("{} {}", shape_str(t.shape()), t.dtype());
     return s;
   }
 
@@ -471,7 +471,7 @@ inline std::string ascend_memory_summary() {
     if (!be) continue;
     const PoolStats p = be->memory_stats();
     const std::uint64_t requests = p.mallocs + p.reuses;
-    s += fmt::format("{}ascend:{} memory pool: {} requests, {} reused ({:.1f}%), {} runtime mallocs, {} deferred frees, "
+    s += MS_FORMAT("{}ascend:{} memory pool: {} requests, {} reused ({:.1f}%), {} runtime mallocs, {} deferred frees, "
                      "{} B in use, {} B cached",
                      s.empty() ? "" : "\n", index, requests, p.reuses,
                      requests ? 100.0 * static_cast<double>(p.reuses) / static_cast<double>(requests) : 0.0, p.mallocs,

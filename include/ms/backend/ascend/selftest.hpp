@@ -125,12 +125,12 @@ inline std::vector<SelftestRow> selftest(AscendBackend& be, double tol = 1e-3) {
 
 /// The rows as an aligned text table, headed by the device and its SoC.
 inline std::string selftest_table(const AscendBackend& be, const std::vector<SelftestRow>& rows) {
-  std::string out = fmt::format("{} ({}, libraries {})\n", be.device(), be.soc().name.empty() ? "unknown SoC" : be.soc().name,
+  std::string out = MS_FORMAT("{} ({}, libraries {})\n", be.device(), be.soc().name.empty() ? "unknown SoC" : be.soc().name,
                                 be.api().libraries);
-  out += fmt::format("{:<20} {:<30} {:<8} {:<50} {:>9} {:>8}  {}\n", "op", "inputs", "engine", "kernels", "max err", "ms",
+  out += MS_FORMAT("{:<20} {:<30} {:<8} {:<50} {:>9} {:>8}  {}\n", "op", "inputs", "engine", "kernels", "max err", "ms",
                      "status");
   for (const auto& r : rows)
-    out += fmt::format("{:<20} {:<30} {:<8} {:<50} {:>9.2e} {:>8.3f}  {}\n", r.op, r.inputs, r.engine, r.kernels,
+    out += MS_FORMAT("{:<20} {:<30} {:<8} {:<50} {:>9.2e} {:>8.3f}  {}\n", r.op, r.inputs, r.engine, r.kernels,
                        r.max_err, r.ms, r.status);
   return out;
 }

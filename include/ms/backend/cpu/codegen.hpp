@@ -87,7 +87,7 @@ inline std::atomic<int>& load_count() {
 inline std::string literal(double d) {
   if (std::isnan(d)) return std::signbit(d) ? "(-__builtin_nan(\"\"))" : "__builtin_nan(\"\")";
   if (std::isinf(d)) return d < 0 ? "(-__builtin_inf())" : "__builtin_inf()";
-  return fmt::format("{:a}", d);
+  return MS_FORMAT("{:a}", d);
 }
 
 /// Whether generated code can evaluate `p`, whose external inputs have metas `ext`.
@@ -110,34 +110,34 @@ inline bool supported(const graph::FusedProgram& p, std::span<const ops::TensorM
 inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next, std::uint64_t scalars,
                                  const std::string& name) {
   const char* T = p.out_meta.dtype == DType::f32 ? "float" : "double";
-  std::string s = fmt::format("// {}: fused[{}] ({})\nnamespace {{\nstruct {}_f {{\n", name, ::ms::detail::join_text(p.members, "+"), T,
+  std::string s = MS_FORMAT("// {}: fused[{}] ({})\nnamespace {{\nstruct {}_f {{\n", name, ::ms::detail::join_text(p.members, "+"), T,
                               name);
   for (std::size_t k = 0; k < p.source.size(); ++k) {
     const auto& si = p.source[k];
     std::vector<std::string> ps;
     for (int j = 0; j < ops::kMaxElementwiseParams; ++j) ps.push_back(literal(si.params[j]));
-    s += fmt::format("  static constexpr double p{}[] = {{{}}};\n  const {} f{}{{p{}}};\n", k, ::ms::detail::join_text(ps, ", "),
+    s += MS_FORMAT("  static constexpr double p{}[] = {{{}}};\n  const {} f{}{{p{}}};\n", k, ::ms::detail::join_text(ps, ", "),
                      si.op->elementwise.formula, k, k);
   }
   std::vector<std::string> args;
-  for (std::size_t e = 0; e < next; ++e) args.push_back(fmt::format("V x{}", e));
-  s += fmt::format("  template <class V>\n  V operator()({}) const {{\n", ::ms::detail::join_text(args, ", "));
+  for (std::size_t e = 0; e < next; ++e) args.push_back(MS_FORMAT("V x{}", e));
+  s += MS_FORMAT("  template <class V>\n  V operator()({}) const {{\n", ::ms::detail::join_text(args, ", "));
   std::vector<std::string> temp;  // temp index -> the value it holds now
   std::string result;
   for (std::size_t k = 0; k < p.source.size(); ++k) {
     const auto& si = p.source[k];
     std::vector<std::string> a;
     for (int j = 0; j < si.nin; ++j)
-      a.push_back(si.src[j] < 0 ? fmt::format("x{}", -si.src[j] - 1) : temp.at(static_cast<std::size_t>(si.src[j])));
-    s += fmt::format("    V v{} = f{}({});\n    ms::simd::no_contract(v{});\n", k, k, ::ms::detail::join_text(a, ", "), k);
-    const std::string v = fmt::format("v{}", k);
+      a.push_back(si.src[j] < 0 ? MS_FORMAT("x{}", -si.src[j] - 1) : temp.at(static_cast<std::size_t>(si.src[j])));
+    s += MS_FORMAT("    V v{} = f{}({});\n    ms::simd::no_contract(v{});\n", k, k, ::ms::detail::join_text(a, ", "), k);
+    const std::string v = MS_FORMAT("v{}", k);
     if (si.dst < 0) result = v;
     else {
       if (temp.size() <= static_cast<std::size_t>(si.dst)) temp.resize(static_cast<std::size_t>(si.dst) + 1);
       temp[static_cast<std::size_t>(si.dst)] = v;
     }
   }
-  s += fmt::format("    return {};\n  }}\n}};\n}}  // namespace\n\n", result.empty() ? "x0" : result);
+  s += MS_FORMAT("    return {};\n  }}\n}};\n}}  // namespace\n\n", result.empty() ? "x0" : result);
   // The loop: scalars broadcast once, others loaded per batch; the tail on padded copies.
   s += fmt::format(
       "extern \"C\" void {}(const void* const* in, const std::int64_t*, void* outp, std::int64_t n, const double*) {{\n"
@@ -146,25 +146,25 @@ inline std::string kernel_source(const graph::FusedProgram& p, std::size_t next,
       name, T, name);
   std::vector<std::string> main_args, tail_args;
   for (std::size_t e = 0; e < next; ++e) {
-    s += fmt::format("  const T* p{} = static_cast<const T*>(in[{}]);\n", e, e);
+    s += MS_FORMAT("  const T* p{} = static_cast<const T*>(in[{}]);\n", e, e);
     if (scalars >> e & 1) {
-      s += fmt::format("  const B s{}(p{}[0]);\n", e, e);
-      main_args.push_back(fmt::format("s{}", e));
-      tail_args.push_back(fmt::format("s{}", e));
+      s += MS_FORMAT("  const B s{}(p{}[0]);\n", e, e);
+      main_args.push_back(MS_FORMAT("s{}", e));
+      tail_args.push_back(MS_FORMAT("s{}", e));
     } else {
-      main_args.push_back(fmt::format("B::load_unaligned(p{} + i)", e));
-      tail_args.push_back(fmt::format("B::load_aligned(t{})", e));
+      main_args.push_back(MS_FORMAT("B::load_unaligned(p{} + i)", e));
+      tail_args.push_back(MS_FORMAT("B::load_aligned(t{})", e));
     }
   }
-  s += fmt::format("  std::int64_t i = 0;\n  for (; i + W <= n; i += W) f({}).store_unaligned(out + i);\n",
+  s += MS_FORMAT("  std::int64_t i = 0;\n  for (; i + W <= n; i += W) f({}).store_unaligned(out + i);\n",
                    ::ms::detail::join_text(main_args, ", "));
   s += "  if (i < n) {\n    const std::int64_t r = n - i;\n    alignas(64) T to[W];\n";
   for (std::size_t e = 0; e < next; ++e)
-    if (!(scalars >> e & 1)) s += fmt::format("    alignas(64) T t{}[W];\n", e);
+    if (!(scalars >> e & 1)) s += MS_FORMAT("    alignas(64) T t{}[W];\n", e);
   s += "    for (std::int64_t j = 0; j < W; ++j) {\n      const std::int64_t k = i + (j < r ? j : r - 1);\n";
   for (std::size_t e = 0; e < next; ++e)
-    if (!(scalars >> e & 1)) s += fmt::format("      t{}[j] = p{}[k];\n", e, e);
-  s += fmt::format("    }}\n    f({}).store_aligned(to);\n    for (std::int64_t j = 0; j < r; ++j) out[i + j] = to[j];\n  }}\n}}\n\n",
+    if (!(scalars >> e & 1)) s += MS_FORMAT("      t{}[j] = p{}[k];\n", e, e);
+  s += MS_FORMAT("    }}\n    f({}).store_aligned(to);\n    for (std::int64_t j = 0; j < r; ++j) out[i + j] = to[j];\n  }}\n}}\n\n",
                    ::ms::detail::join_text(tail_args, ", "));
   return s;
 }
@@ -212,7 +212,7 @@ inline Toolchain toolchain() {
   // compiled with. A level's units are compiled with -ffp-contract=off
   // (cmake/msKernels.cmake), whatever the language mode.
   if (const cpu::Isa level = cpu::isa(); level != cpu::Isa::baseline) {
-    f += fmt::format(" -march=x86-64-v{} -mtune=generic -ffp-contract=off", static_cast<int>(level) + 1);
+    f += MS_FORMAT(" -march=x86-64-v{} -mtune=generic -ffp-contract=off", static_cast<int>(level) + 1);
   } else {
 #if defined(__SSE4_2__)
     f += " -msse4.2";
@@ -245,7 +245,7 @@ inline Toolchain toolchain() {
     f += " -mavx512vl";
 #endif
   }
-  f += fmt::format(" -I'{}' -I/usr/include/eigen3", include.string());
+  f += MS_FORMAT(" -I'{}' -I/usr/include/eigen3", include.string());
   const std::string extra = env_or("MS_CODEGEN_FLAGS", "");
   if (!extra.empty()) f += " " + extra;
   t.flags = std::move(f);
@@ -254,7 +254,7 @@ inline Toolchain toolchain() {
     const std::string xdg = env_or("XDG_CACHE_HOME", ""), home = env_or("HOME", "");
     if (!xdg.empty()) cache = xdg + "/ms-kernels";
     else if (!home.empty()) cache = home + "/.cache/ms-kernels";
-    else cache = (fs::temp_directory_path() / fmt::format("ms-kernels-{}", ::getuid())).string();
+    else cache = (fs::temp_directory_path() / MS_FORMAT("ms-kernels-{}", ::getuid())).string();
   }
   t.cache = cache;
   return t;
@@ -282,7 +282,7 @@ inline std::string fingerprint(const Toolchain& tc) {
        it.increment(ec))
     if (it->is_regular_file()) headers.push_back(it->path());
   std::sort(headers.begin(), headers.end());
-  std::uint64_t h = fnv1a(fmt::format("xsimd {}.{}.{} eigen {}.{}.{}", XSIMD_VERSION_MAJOR, XSIMD_VERSION_MINOR,
+  std::uint64_t h = fnv1a(MS_FORMAT("xsimd {}.{}.{} eigen {}.{}.{}", XSIMD_VERSION_MAJOR, XSIMD_VERSION_MINOR,
                                       XSIMD_VERSION_PATCH, EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION));
   for (const fs::path& p : headers) {
     std::ifstream f(p, std::ios::binary);
@@ -296,7 +296,7 @@ inline std::string fingerprint(const Toolchain& tc) {
     while (std::fgets(buf, sizeof buf, pipe)) version += buf;
     ::pclose(pipe);
   }
-  return known[id] = fmt::format("{:016x} {}", h, version);
+  return known[id] = MS_FORMAT("{:016x} {}", h, version);
 }
 
 /// The shared object built from `source`: loaded from the cache or compiled into it. The
@@ -313,7 +313,7 @@ inline void* load_or_compile(const std::string& source) {
   fs::create_directories(tc.cache, ec);
   MS_CHECK(fs::is_directory(tc.cache), IOError, "cpu codegen: cannot create the kernel cache {} ({})",
            tc.cache.string(), ec.message());
-  const fs::path base = tc.cache / fmt::format("ms_{:016x}", key);
+  const fs::path base = tc.cache / MS_FORMAT("ms_{:016x}", key);
   const fs::path so = base.string() + ".so", cpp = base.string() + ".cpp";
   for (const fs::path& p : {so, cpp, tc.cache})
     MS_CHECK(p.string().find('\'') == std::string::npos, ValueError,
@@ -325,9 +325,9 @@ inline void* load_or_compile(const std::string& source) {
   }
   if (!h) {
     write_file_atomically(cpp, source, "cpu codegen");
-    const std::string tmp = so.string() + fmt::format(".{}.tmp", ::getpid());
-    const std::string log = base.string() + fmt::format(".{}.log", ::getpid());
-    const std::string cmd = fmt::format("{} {} -o '{}' '{}' > '{}' 2>&1", tc.cxx, tc.flags, tmp, cpp.string(), log);
+    const std::string tmp = so.string() + MS_FORMAT(".{}.tmp", ::getpid());
+    const std::string log = base.string() + MS_FORMAT(".{}.log", ::getpid());
+    const std::string cmd = MS_FORMAT("{} {} -o '{}' '{}' > '{}' 2>&1", tc.cxx, tc.flags, tmp, cpp.string(), log);
     const int status = std::system(cmd.c_str());
     const int rc = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     std::string messages;
@@ -388,7 +388,7 @@ MS_IMPL int generate_fused_kernels(graph::Graph& g) {
     std::uint64_t scalars = 0;
     for (std::size_t k = 0; k < ext.size(); ++k)
       if (numel(ext[k].shape) == 1) scalars |= std::uint64_t{1} << k;
-    Job j{i, scalars, fmt::format("ms_fused_{}", jobs.size())};
+    Job j{i, scalars, MS_FORMAT("ms_fused_{}", jobs.size())};
     source += codegen::kernel_source(p, ext.size(), scalars, j.name);
     jobs.push_back(std::move(j));
   }

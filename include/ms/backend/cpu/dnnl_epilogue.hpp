@@ -342,7 +342,7 @@ inline bool run_dnnl_epilogue([[maybe_unused]] const graph::FusedProgram& p,
     args[nargs++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, &src1[i], t.raw_data()};
   }
   const auto shapes = [&] {
-    return fmt::format("({}, {}) @ ({}, {}) with {} post-ops", g.M, g.K, g.K, g.N, nchain);
+    return MS_FORMAT("({}, {}) @ ({}, {}) with {} post-ops", g.M, g.K, g.K, g.N, nchain);
   };
   const DnnlMatrix c{out.raw_data(), dnnl_f32, false, g.N};
   const dnnl_memory_desc_t amd = dnnl_matrix_md(g.M, g.K, g.a, "matmul", ""),

@@ -14,7 +14,7 @@
 
 namespace ms::ops::detail {
 
-inline std::string nn_ints_str(const IntList& v) { return fmt::format("[{}]", ::ms::detail::join_text(v, ", ")); }
+inline std::string nn_ints_str(const IntList& v) { return MS_FORMAT("[{}]", ::ms::detail::join_text(v, ", ")); }
 
 /// A (h, w) attribute: absent gives `dflt`; anything but two values is a ValueError.
 inline Int2 pair_attr(const OpDef& op, const Attrs& a, std::string_view key, Int2 dflt) {

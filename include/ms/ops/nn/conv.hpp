@@ -34,7 +34,7 @@ namespace ms::ops {
 /// 2-D convolution (cross-correlation, like PyTorch) of x (N, C, H, W) with weight
 /// (O, C / groups, kH, kW) and an optional bias (O,); result (N, O, Ho, Wo) with
 /// Ho = (H + 2 * padding.h - dilation.h * (kH - 1) - 1) / stride.h + 1.
-inline AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b = AnyTensor(), Int2 stride = 1,
+MS_IMPL AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b = AnyTensor(), Int2 stride = 1,
                         Int2 padding = 0, Int2 dilation = 1, std::int64_t groups = 1);
 
 }  // namespace ms::ops
@@ -96,9 +96,11 @@ struct Conv2dGradWeightAttrs : Conv2dAttrs {
 };
 
 namespace detail {
+#if MS_IMPL_BODIES
 inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t groups) {
   return to_attrs(Conv2dAttrs{stride, padding, dilation, groups});
 }
+#endif
 
 #if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
@@ -398,7 +400,7 @@ inline bool conv_on_dnnl(const ConvGeom& q, ConvPass pass) {
 inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const void* a, const void* b,
                       const void* bias, void* out, dnnl_data_type_t dt = dnnl_f32) {
   const auto shapes = [&] {
-    return fmt::format("input ({}, {}, {}, {}), weight ({}, {}, {}, {}), output ({}, {}, {}, {})", q.N, q.C, q.H, q.W,
+    return MS_FORMAT("input ({}, {}, {}, {}), weight ({}, {}, {}, {}), output ({}, {}, {}, {})", q.N, q.C, q.H, q.W,
                        q.O, q.Cg(), q.kh, q.kw, q.N, q.O, q.Ho, q.Wo);
   };
   const bool has_bias = pass == ConvPass::forward && bias != nullptr;
@@ -794,10 +796,12 @@ MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
 
 // ---- untyped API ------------------------------------------------------------------------------------
 
-inline AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b, Int2 stride, Int2 padding,
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+MS_IMPL AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b, Int2 stride, Int2 padding,
                         Int2 dilation, std::int64_t groups) {
   Attrs a = detail::conv_attrs(stride, padding, dilation, groups);
   return b.defined() ? call1(conv2d_op, {x, w, b}, a) : call1(conv2d_op, {x, w}, a);
 }
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::ops

@@ -30,13 +30,13 @@ namespace ms::ops {
 /// numerically stable log_softmax. reduction "mean" (over non-ignored rows), "sum" or "none";
 /// label_smoothing mixes the one-hot target with the uniform distribution; rows whose target is
 /// ignore_index contribute nothing.
-inline AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction = "mean",
+MS_IMPL AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction = "mean",
                                double label_smoothing = 0.0, std::int64_t ignore_index = -100);
 /// Negative log likelihood of log-probabilities (N, C) at int64 targets (N,).
-inline AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction = "mean",
+MS_IMPL AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction = "mean",
                           std::int64_t ignore_index = -100);
 /// Mean (or sum, or elementwise) squared error of two tensors of the same shape.
-inline AnyTensor mse_loss(const AnyTensor& a, const AnyTensor& b, std::string_view reduction = "mean");
+MS_IMPL AnyTensor mse_loss(const AnyTensor& a, const AnyTensor& b, std::string_view reduction = "mean");
 
 }  // namespace ms::ops
 
@@ -459,18 +459,20 @@ MS_REGISTRATION(const OpDef& mse_loss_op, registry().add([] {
 
 // ---- untyped API ------------------------------------------------------------------------------------
 
-inline AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction,
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+MS_IMPL AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction,
                                double label_smoothing, std::int64_t ignore_index) {
   return call1(cross_entropy_op, {logits, target},
                to_attrs(CrossEntropyAttrs{{std::string(reduction)}, label_smoothing, ignore_index}));
 }
-inline AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction,
+MS_IMPL AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction,
                           std::int64_t ignore_index) {
   return call1(nll_loss_op, {log_probs, target},
                to_attrs(NllLossAttrs{{std::string(reduction)}, ignore_index}));
 }
-inline AnyTensor mse_loss(const AnyTensor& a, const AnyTensor& b, std::string_view reduction) {
+MS_IMPL AnyTensor mse_loss(const AnyTensor& a, const AnyTensor& b, std::string_view reduction) {
   return call1(mse_loss_op, {a, b}, to_attrs(MseLossAttrs{std::string(reduction)}));
 }
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::ops

@@ -25,11 +25,11 @@ namespace ms::ops {
 /// training: normalizes with the batch statistics (biased variance) and, when running_mean and
 /// running_var are given, updates them IN PLACE: r = (1 - momentum) * r + momentum * batch stat
 /// (the variance unbiased). Eval: normalizes with the running statistics.
-inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
+MS_IMPL AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
                             const AnyTensor& running_mean, const AnyTensor& running_var, bool training,
                             double momentum = 0.1, double eps = 1e-5);
 /// Layer normalization over the trailing dims `normalized_shape`; weight/bias of that shape, optional.
-inline AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight = AnyTensor(),
+MS_IMPL AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight = AnyTensor(),
                             const AnyTensor& bias = AnyTensor(), double eps = 1e-5);
 
 }  // namespace ms::ops
@@ -486,7 +486,8 @@ MS_REGISTRATION(const OpDef& layer_norm_grad_op, registry().add([] {
 
 // ---- untyped API ------------------------------------------------------------------------------------
 
-inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
+#if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
+MS_IMPL AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
                             const AnyTensor& running_mean, const AnyTensor& running_var, bool training, double momentum,
                             double eps) {
   MS_CHECK(x.defined() && x.dim() >= 2, ShapeError, "batch_norm: input must have at least 2 dims (N, C, ...), got shape {}",
@@ -504,7 +505,7 @@ inline AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const A
   }
   return call(batch_norm_op, in, a)[0];
 }
-inline AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight,
+MS_IMPL AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight,
                             const AnyTensor& bias, double eps) {
   const Attrs a = to_attrs(LayerNormAttrs{normalized_shape, eps});
   std::vector<AnyTensor> in{x};
@@ -512,5 +513,6 @@ inline AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape,
   if (bias.defined()) in.push_back(bias);
   return call(layer_norm_op, in, a)[0];
 }
+#endif  // MS_IMPL_BODIES
 
 }  // namespace ms::ops
