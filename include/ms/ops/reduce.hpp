@@ -37,10 +37,10 @@ MS_IMPL AnyTensor max(const AnyTensor& x, const IntList& axes = {}, bool keepdim
 MS_IMPL AnyTensor min(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false);
 /// Variance over `axes` with N - correction in the denominator (1: unbiased, like PyTorch).
 MS_IMPL AnyTensor var(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
-                     std::int64_t correction = 1);
+                      std::int64_t correction = 1);
 /// Standard deviation: sqrt(var(x, axes, keepdim, correction)).
 MS_IMPL AnyTensor std(const AnyTensor& x, const IntList& axes = {}, bool keepdim = false,
-                     std::int64_t correction = 1);
+                      std::int64_t correction = 1);
 /// Index (int64) of the largest element along `axis`, or in the flattened tensor when no axis
 /// is given. Ties give the first occurrence; NaN counts as the largest (NumPy).
 MS_IMPL AnyTensor argmax(const AnyTensor& x, std::optional<std::int64_t> axis = std::nullopt, bool keepdim = false);

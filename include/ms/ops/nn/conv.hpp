@@ -35,7 +35,7 @@ namespace ms::ops {
 /// (O, C / groups, kH, kW) and an optional bias (O,); result (N, O, Ho, Wo) with
 /// Ho = (H + 2 * padding.h - dilation.h * (kH - 1) - 1) / stride.h + 1.
 MS_IMPL AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b = AnyTensor(), Int2 stride = 1,
-                        Int2 padding = 0, Int2 dilation = 1, std::int64_t groups = 1);
+                         Int2 padding = 0, Int2 dilation = 1, std::int64_t groups = 1);
 
 }  // namespace ms::ops
 
@@ -798,7 +798,7 @@ MS_REGISTRATION(const OpDef& conv2d_grad_weight_op, registry().add([] {
 
 #if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 MS_IMPL AnyTensor conv2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b, Int2 stride, Int2 padding,
-                        Int2 dilation, std::int64_t groups) {
+                         Int2 dilation, std::int64_t groups) {
   Attrs a = detail::conv_attrs(stride, padding, dilation, groups);
   return b.defined() ? call1(conv2d_op, {x, w, b}, a) : call1(conv2d_op, {x, w}, a);
 }

@@ -24,8 +24,8 @@ namespace ms::ops {
 /// output_padding (extra rows/columns at the end) must be smaller than stride or dilation.
 /// The arguments come in torch's order (groups before dilation).
 MS_IMPL AnyTensor conv_transpose2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b = AnyTensor(),
-                                  Int2 stride = 1, Int2 padding = 0, Int2 output_padding = 0, std::int64_t groups = 1,
-                                  Int2 dilation = 1);
+                                   Int2 stride = 1, Int2 padding = 0, Int2 output_padding = 0, std::int64_t groups = 1,
+                                   Int2 dilation = 1);
 
 }  // namespace ms::ops
 
@@ -215,7 +215,7 @@ MS_REGISTRATION(const OpDef& conv_transpose2d_op, registry().add([] {
 
 #if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 MS_IMPL AnyTensor conv_transpose2d(const AnyTensor& x, const AnyTensor& w, const AnyTensor& b, Int2 stride,
-                                  Int2 padding, Int2 output_padding, std::int64_t groups, Int2 dilation) {
+                                   Int2 padding, Int2 output_padding, std::int64_t groups, Int2 dilation) {
   const Attrs a = to_attrs(ConvTranspose2dAttrs{{stride, padding, dilation, groups}, output_padding});
   return b.defined() ? call1(conv_transpose2d_op, {x, w, b}, a) : call1(conv_transpose2d_op, {x, w}, a);
 }

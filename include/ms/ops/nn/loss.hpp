@@ -31,10 +31,10 @@ namespace ms::ops {
 /// label_smoothing mixes the one-hot target with the uniform distribution; rows whose target is
 /// ignore_index contribute nothing.
 MS_IMPL AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction = "mean",
-                               double label_smoothing = 0.0, std::int64_t ignore_index = -100);
+                                double label_smoothing = 0.0, std::int64_t ignore_index = -100);
 /// Negative log likelihood of log-probabilities (N, C) at int64 targets (N,).
 MS_IMPL AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction = "mean",
-                          std::int64_t ignore_index = -100);
+                           std::int64_t ignore_index = -100);
 /// Mean (or sum, or elementwise) squared error of two tensors of the same shape.
 MS_IMPL AnyTensor mse_loss(const AnyTensor& a, const AnyTensor& b, std::string_view reduction = "mean");
 
@@ -461,12 +461,12 @@ MS_REGISTRATION(const OpDef& mse_loss_op, registry().add([] {
 
 #if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 MS_IMPL AnyTensor cross_entropy(const AnyTensor& logits, const AnyTensor& target, std::string_view reduction,
-                               double label_smoothing, std::int64_t ignore_index) {
+                                double label_smoothing, std::int64_t ignore_index) {
   return call1(cross_entropy_op, {logits, target},
                to_attrs(CrossEntropyAttrs{{std::string(reduction)}, label_smoothing, ignore_index}));
 }
 MS_IMPL AnyTensor nll_loss(const AnyTensor& log_probs, const AnyTensor& target, std::string_view reduction,
-                          std::int64_t ignore_index) {
+                           std::int64_t ignore_index) {
   return call1(nll_loss_op, {log_probs, target},
                to_attrs(NllLossAttrs{{std::string(reduction)}, ignore_index}));
 }

@@ -26,11 +26,11 @@ namespace ms::ops {
 /// running_var are given, updates them IN PLACE: r = (1 - momentum) * r + momentum * batch stat
 /// (the variance unbiased). Eval: normalizes with the running statistics.
 MS_IMPL AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
-                            const AnyTensor& running_mean, const AnyTensor& running_var, bool training,
-                            double momentum = 0.1, double eps = 1e-5);
+                             const AnyTensor& running_mean, const AnyTensor& running_var, bool training,
+                             double momentum = 0.1, double eps = 1e-5);
 /// Layer normalization over the trailing dims `normalized_shape`; weight/bias of that shape, optional.
 MS_IMPL AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight = AnyTensor(),
-                            const AnyTensor& bias = AnyTensor(), double eps = 1e-5);
+                             const AnyTensor& bias = AnyTensor(), double eps = 1e-5);
 
 }  // namespace ms::ops
 
@@ -488,8 +488,8 @@ MS_REGISTRATION(const OpDef& layer_norm_grad_op, registry().add([] {
 
 #if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 MS_IMPL AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const AnyTensor& bias,
-                            const AnyTensor& running_mean, const AnyTensor& running_var, bool training, double momentum,
-                            double eps) {
+                             const AnyTensor& running_mean, const AnyTensor& running_var, bool training, double momentum,
+                             double eps) {
   MS_CHECK(x.defined() && x.dim() >= 2, ShapeError, "batch_norm: input must have at least 2 dims (N, C, ...), got shape {}",
            x.defined() ? shape_str(x.shape()) : std::string("(undefined)"));
   MS_CHECK(running_mean.defined() == running_var.defined(), ValueError,
@@ -506,7 +506,7 @@ MS_IMPL AnyTensor batch_norm(const AnyTensor& x, const AnyTensor& weight, const 
   return call(batch_norm_op, in, a)[0];
 }
 MS_IMPL AnyTensor layer_norm(const AnyTensor& x, const IntList& normalized_shape, const AnyTensor& weight,
-                            const AnyTensor& bias, double eps) {
+                             const AnyTensor& bias, double eps) {
   const Attrs a = to_attrs(LayerNormAttrs{normalized_shape, eps});
   std::vector<AnyTensor> in{x};
   if (weight.defined() || bias.defined()) in.push_back(weight.defined() ? weight : ones(Shape(normalized_shape), x.dtype()));

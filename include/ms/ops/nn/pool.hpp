@@ -31,18 +31,18 @@ namespace ms::ops {
 /// and may be at most half the kernel). NaN in a window propagates.
 /// dilation spaces the window's taps; ceil_mode rounds the output size up (PyTorch's rules).
 MS_IMPL AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                            Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false);
+                             Int2 padding = 0, Int2 dilation = 1, bool ceil_mode = false);
 /// max_pool2d and the int64 index (ih * W + iw within its plane) of each maximum.
 MS_IMPL std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& x, Int2 kernel_size,
-                                                               std::optional<Int2> stride = std::nullopt,
-                                                               Int2 padding = 0, Int2 dilation = 1,
-                                                               bool ceil_mode = false);
+                                                                std::optional<Int2> stride = std::nullopt,
+                                                                Int2 padding = 0, Int2 dilation = 1,
+                                                                bool ceil_mode = false);
 /// Average pooling; with count_include_pad the padded zeros count in the divisor (PyTorch's default);
 /// ceil_mode rounds the output size up; divisor_override replaces every window's divisor.
 /// (count_include_pad comes before ceil_mode here, unlike torch, so older calls keep their meaning.)
 MS_IMPL AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride = std::nullopt,
-                            Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
-                            std::optional<std::int64_t> divisor_override = std::nullopt);
+                             Int2 padding = 0, bool count_include_pad = true, bool ceil_mode = false,
+                             std::optional<std::int64_t> divisor_override = std::nullopt);
 /// Average pooling to a fixed output size: output cell i covers input rows
 /// [floor(i * H / Ho), ceil((i + 1) * H / Ho)) (and likewise for columns).
 MS_IMPL AnyTensor adaptive_avg_pool2d(const AnyTensor& x, Int2 output_size);
@@ -554,19 +554,19 @@ MS_REGISTRATION(const OpDef& adaptive_avg_pool2d_grad_op, registry().add([] {
 
 #if MS_IMPL_BODIES  // compiled once with the kernels: core/linkage.hpp
 MS_IMPL std::pair<AnyTensor, AnyTensor> max_pool2d_with_indices(const AnyTensor& x, Int2 kernel_size,
-                                                               std::optional<Int2> stride, Int2 padding,
-                                                               Int2 dilation, bool ceil_mode) {
+                                                                std::optional<Int2> stride, Int2 padding,
+                                                                Int2 dilation, bool ceil_mode) {
   const AnyTensor in[1] = {x};
   const MaxPool2dAttrs a{kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode};
   auto out = call(max_pool2d_op, in, to_attrs(a));
   return {out[0], out[1]};
 }
 MS_IMPL AnyTensor max_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
-                            Int2 dilation, bool ceil_mode) {
+                             Int2 dilation, bool ceil_mode) {
   return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 MS_IMPL AnyTensor avg_pool2d(const AnyTensor& x, Int2 kernel_size, std::optional<Int2> stride, Int2 padding,
-                            bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
+                             bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
   const AvgPool2dAttrs a{kernel_size, stride.value_or(kernel_size), padding, ceil_mode, count_include_pad,
                          divisor_override};
   return call1(avg_pool2d_op, {x}, to_attrs(a));
