@@ -67,6 +67,13 @@ template <class Self, std::uint16_t (*ToBits)(float), float (*FromBits)(std::uin
 struct Float16Base {
   std::uint16_t x = 0;  ///< the raw bits
 
+  constexpr Float16Base() = default;
+  constexpr explicit Float16Base(float f) : x(ToBits(f)) {}
+  /// From any arithmetic value, through float (as Eigen's types do).
+  template <class T>
+    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, float>)
+  constexpr explicit Float16Base(T v) : x(ToBits(static_cast<float>(v))) {}
+
   /// The value with these raw bits.
   static constexpr Self from_bits(std::uint16_t bits) {
     Self s;
@@ -90,9 +97,6 @@ struct Float16Base {
   friend constexpr bool operator<=(Self a, Self b) { return float(a) <= float(b); }
   friend constexpr bool operator>(Self a, Self b) { return float(a) > float(b); }
   friend constexpr bool operator>=(Self a, Self b) { return float(a) >= float(b); }
-
- protected:
-  static constexpr std::uint16_t bits_of(float f) { return ToBits(f); }
 };
 
 /// The numeric_limits members of half and bfloat16.
@@ -123,22 +127,12 @@ struct Float16Limits {
 
 /// IEEE 754 binary16: 1 sign, 5 exponent, 10 fraction bits (largest finite 65504).
 struct half : detail::Float16Base<half, detail::float_to_half_bits, detail::half_bits_to_float> {
-  half() = default;
-  constexpr explicit half(float f) { x = bits_of(f); }
-  /// From any arithmetic value, through float (as Eigen::half does).
-  template <class T>
-    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, float>)
-  constexpr explicit half(T v) : half(static_cast<float>(v)) {}
+  using Float16Base::Float16Base;
 };
 
 /// bfloat16: float32's sign and 8 exponent bits, 7 fraction bits.
 struct bfloat16 : detail::Float16Base<bfloat16, detail::float_to_bfloat16_bits, detail::bfloat16_bits_to_float> {
-  bfloat16() = default;
-  constexpr explicit bfloat16(float f) { x = bits_of(f); }
-  /// From any arithmetic value, through float.
-  template <class T>
-    requires(std::is_arithmetic_v<T> && !std::is_same_v<T, float>)
-  constexpr explicit bfloat16(T v) : bfloat16(static_cast<float>(v)) {}
+  using Float16Base::Float16Base;
 };
 
 static_assert(sizeof(half) == 2 && std::is_trivially_copyable_v<half> && std::is_standard_layout_v<half>);
