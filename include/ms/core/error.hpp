@@ -71,7 +71,9 @@ MS_DEFINE_ERROR(NotImplementedError, "not_implemented")
 /// ms's kernels (the kernel library, header-only programs), which parse every message ms has.
 /// A unit with separate kernels (a user's API unit, core/linkage.hpp) formats at run time
 /// instead: checking some three hundred format strings again in every such unit cost about a
-/// second of its compile. Define MS_CHECKED_FORMATS to check in every unit.
+/// second of its compile. Both forms format the same text, so an inline function compiled one
+/// way in one unit and the other way in another behaves the same whichever copy the linker
+/// keeps. Define MS_CHECKED_FORMATS to check in every unit.
 #if MS_KERNEL_BODIES || defined(MS_CHECKED_FORMATS)
 #define MS_FORMAT(...) ::fmt::format(__VA_ARGS__)
 #else
