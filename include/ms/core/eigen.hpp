@@ -31,12 +31,13 @@ using eigen_scalar_t = typename detail::EigenScalar<T>::type;
 
 /// Row-major map with runtime strides: what as_eigen() returns.
 template <class T>
-using EigenMatrixMap = Eigen::Map<Eigen::Matrix<eigen_scalar_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
-                                  Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
+using EigenMatrixMap = Eigen::Map<Eigen::Matrix<eigen_scalar_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                                  Eigen::Unaligned, Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
 /// Column-vector map with a runtime stride: what as_eigen_vector() returns.
 template <class T>
 using EigenVectorMap =
-    Eigen::Map<Eigen::Matrix<eigen_scalar_t<T>, Eigen::Dynamic, 1>, Eigen::Unaligned, Eigen::InnerStride<Eigen::Dynamic>>;
+    Eigen::Map<Eigen::Matrix<eigen_scalar_t<T>, Eigen::Dynamic, 1>, Eigen::Unaligned,
+               Eigen::InnerStride<Eigen::Dynamic>>;
 
 /// Maps a 2-D tensor as a rows x cols Eigen matrix, or a 1-D tensor as an n x 1 column,
 /// over the tensor's own memory and strides (transposed and sliced views work; a
@@ -64,7 +65,8 @@ EigenVectorMap<T> as_eigen_vector(const Tensor<T>& t) {
   MS_CHECK(t.defined(), ValueError, "as_eigen_vector: the tensor is undefined");
   MS_CHECK(t.device().is_cpu(), DeviceError, "as_eigen_vector: tensor is on {}, copy it to the cpu first", t.device());
   MS_CHECK(t.dim() == 1, ShapeError, "as_eigen_vector: expects a 1-D tensor, got shape {}", shape_str(t.shape()));
-  return EigenVectorMap<T>(static_cast<eigen_scalar_t<T>*>(t.raw_data()), t.shape()[0], Eigen::InnerStride<Eigen::Dynamic>(t.strides()[0]));
+  return EigenVectorMap<T>(static_cast<eigen_scalar_t<T>*>(t.raw_data()), t.shape()[0],
+                           Eigen::InnerStride<Eigen::Dynamic>(t.strides()[0]));
 }
 
 /// A tensor over the memory of an Eigen matrix, array, Map, Ref or block, without a copy:

@@ -143,7 +143,6 @@ static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16> &&
 namespace std {
 
 /// numeric_limits for the two types (the values of IEEE binary16 and of bfloat16).
-
 template <>
 struct numeric_limits<ms::half>
     : ms::detail::Float16Limits<ms::half, 11, -13, 16, -4, 4, 0x7bffu, 0x0400u, 0x0001u, 0x1400u, 0x7e00u> {};

@@ -229,7 +229,7 @@ MS_IMPL std::string to_string(const AnyTensor& t, const PrintOptions& opts) {
 
 }  // namespace ms
 
-/// MS_FORMAT("{}", t); "{:.2}" prints floats with 2 decimals.
+/// fmt::format("{}", t); "{:.2}" prints floats with 2 decimals.
 template <>
 struct fmt::formatter<ms::AnyTensor> {
   int precision = -1;

@@ -54,8 +54,6 @@ inline constexpr DTypeSet kCreationFloatTypes{DType::f32, DType::f64, DType::f16
 inline constexpr DTypeSet kArangeTypes = kNumericTypes | DTypeSet{DType::f16, DType::bf16};
 inline constexpr DTypeSet kRandintTypes{DType::i32, DType::i64, DType::u8, DType::f32, DType::f64};
 
-inline std::string ints_list(const IntList& v) { return MS_FORMAT("[{}]", ::ms::detail::join_text(v.begin(), v.end(), ", ")); }
-
 inline std::string dtype_set_str(DTypeSet set) {
   std::string s;
   for (int i = 0; i < kNumDTypes; ++i)
@@ -75,16 +73,16 @@ inline DType out_dtype(const OpDef& op, const Attrs& a) {
 inline Shape shape_attr(const OpDef& op, const Attrs& a, DType dtype) {
   const IntList& dims = a.ints("shape");
   MS_CHECK(static_cast<int>(dims.size()) <= kMaxDims, ShapeError, "{}: shape {} has {} dimensions (at most {})",
-           op.name, ints_list(dims), dims.size(), kMaxDims);
+           op.name, detail::ints_str(dims), dims.size(), kMaxDims);
   std::int64_t n = 1;
   for (auto d : dims) {
-    MS_CHECK(d >= 0, ShapeError, "{}: negative dimension {} in shape {}", op.name, d, ints_list(dims));
+    MS_CHECK(d >= 0, ShapeError, "{}: negative dimension {} in shape {}", op.name, d, detail::ints_str(dims));
     MS_CHECK(!__builtin_mul_overflow(n, d, &n), ShapeError, "{}: shape {} has too many elements", op.name,
-             ints_list(dims));
+             detail::ints_str(dims));
   }
   std::int64_t bytes = 0;
   MS_CHECK(!__builtin_mul_overflow(n, static_cast<std::int64_t>(dtype_size(dtype)), &bytes), ShapeError,
-           "{}: shape {} has too many elements", op.name, ints_list(dims));
+           "{}: shape {} has too many elements", op.name, detail::ints_str(dims));
   return Shape(dims);
 }
 

@@ -68,6 +68,10 @@ constexpr bool is_elementwise(Category c) {
 }
 
 using IntList = std::vector<std::int64_t>;
+namespace detail {
+/// "[2, 3, -1]": how messages and attribute dumps print an IntList.
+inline std::string ints_str(const IntList& v) { return MS_FORMAT("[{}]", ::ms::detail::join_text(v, ", ")); }
+}  // namespace detail
 /// One attribute value.
 using AttrValue = std::variant<std::int64_t, double, bool, DType, IntList, std::string>;
 
@@ -175,7 +179,7 @@ MS_IMPL std::string Attrs::str() const {
 MS_IMPL std::string Attrs::value_str(const AttrValue& v) {
   return std::visit([](auto& x) -> std::string {
     using X = std::decay_t<decltype(x)>;
-    if constexpr (std::is_same_v<X, IntList>) return MS_FORMAT("[{}]", ::ms::detail::join_text(x, ", "));
+    if constexpr (std::is_same_v<X, IntList>) return detail::ints_str(x);
     else if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
     else if constexpr (std::is_same_v<X, double>) return MS_FORMAT("{}", x);
     else return MS_FORMAT("{}", x);

@@ -14,8 +14,6 @@
 namespace ms::ops {
 
 namespace detail {
-inline std::string ints_str(const IntList& v) { return MS_FORMAT("[{}]", ::ms::detail::join_text(v, ", ")); }
-
 inline AnyTensor make_view(const AnyTensor& x, const Shape& shape, const Shape& strides, std::int64_t offset) {
   return AnyTensor::view_of(x.storage(), shape, strides, offset, x.dtype());
 }

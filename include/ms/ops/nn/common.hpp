@@ -14,22 +14,20 @@
 
 namespace ms::ops::detail {
 
-inline std::string nn_ints_str(const IntList& v) { return MS_FORMAT("[{}]", ::ms::detail::join_text(v, ", ")); }
-
 /// A (h, w) attribute: absent gives `dflt`; anything but two values is a ValueError.
 inline Int2 pair_attr(const OpDef& op, const Attrs& a, std::string_view key, Int2 dflt) {
   if (!a.has(key)) return dflt;
   const IntList& v = a.ints(key);
   MS_CHECK(v.size() == 2, ValueError, "{}: attribute '{}' must hold 2 values (height, width), got {}", op.name, key,
-           nn_ints_str(v));
+           ints_str(v));
   return {v[0], v[1]};
 }
 
 /// A shape attribute `key` = v of exactly `rank` non-negative values (the forward shape a backward op rebuilds).
 inline Shape shape_n(const OpDef& op, std::string_view key, const IntList& v, int rank) {
   MS_CHECK(static_cast<int>(v.size()) == rank, ValueError, "{}: attribute '{}' must hold {} values, got {}", op.name,
-           key, rank, nn_ints_str(v));
-  for (auto d : v) MS_CHECK(d >= 0, ValueError, "{}: attribute '{}' has a negative value: {}", op.name, key, nn_ints_str(v));
+           key, rank, ints_str(v));
+  for (auto d : v) MS_CHECK(d >= 0, ValueError, "{}: attribute '{}' has a negative value: {}", op.name, key, ints_str(v));
   return Shape(v);
 }
 inline Shape shape_attr_n(const OpDef& op, const Attrs& a, std::string_view key, int rank) {

@@ -225,12 +225,12 @@ void batch_norm_grad_run(const KernelArgs& k) {
 /// (rows, D): D is the product of normalized_shape, validated against the input's trailing dims.
 inline std::int64_t ln_cols(const OpDef& op, const Shape& xs, const IntList& ns, Shape* outer = nullptr) {
   const int k = static_cast<int>(ns.size());
-  MS_CHECK(k >= 1 && k <= xs.rank(), ShapeError, "{}: normalized_shape {} does not fit input {}", op.name, nn_ints_str(ns),
+  MS_CHECK(k >= 1 && k <= xs.rank(), ShapeError, "{}: normalized_shape {} does not fit input {}", op.name, ints_str(ns),
            shape_str(xs));
   std::int64_t D = 1;
   for (int i = 0; i < k; ++i) {
     MS_CHECK(xs[xs.rank() - k + i] == ns[static_cast<std::size_t>(i)], ShapeError,
-             "{}: normalized_shape {} does not match the trailing dims of input {}", op.name, nn_ints_str(ns),
+             "{}: normalized_shape {} does not match the trailing dims of input {}", op.name, ints_str(ns),
              shape_str(xs));
     D *= ns[static_cast<std::size_t>(i)];
   }
