@@ -9,6 +9,7 @@
 
 #include <type_traits>
 
+#include "intrin.hpp"  // before Eigen: see there
 #include <Eigen/Core>
 
 #include "tensor.hpp"

@@ -10,8 +10,9 @@
 // redefined to go through __m512i first (the batch's own conversion), which is what the
 // optimized build's function parameters do; the system headers stay untouched.
 
+#include "intrin.hpp"  // first: see there
+
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && defined(__AVX512BW__)
-#include <immintrin.h>
 #undef _mm512_mask_blend_epi8
 #undef _mm512_mask_blend_epi16
 #define _mm512_mask_blend_epi8(U, A, W)                                                      \
@@ -32,7 +33,6 @@
 // AVX-512 architecture, as xsimd's own kernels for the other architectures are.
 // (When xsimd was included before this header, they come too late and xsimd's own are used.)
 #if defined(__AVX512F__) && !defined(XSIMD_HPP)
-#include <immintrin.h>
 // What <xsimd/xsimd.hpp> includes ahead of its API, in its order.
 #if defined(__GNUC__)
 #define XSIMD_NO_DISCARD __attribute__((warn_unused_result))

@@ -16,6 +16,7 @@
 
 #include "../core/linkage.hpp"
 #if MS_KERNEL_BODIES
+#include "../core/intrin.hpp"  // before Eigen: see there
 #include <Eigen/Core>
 #endif
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "../../../core/intrin.hpp"  // before Eigen: see there
 #include <Eigen/Core>
 #include "../../../core/simd.hpp"
 
