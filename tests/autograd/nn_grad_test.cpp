@@ -150,6 +150,49 @@ TEST_CASE("pooling backward ops: their own gradients match finite differences", 
                         ms::IndexError, "[ms.index_error] max_pool2d_grad: index 42 is out of range for an input plane of 7 x 6");
 }
 
+TEST_CASE("max_pool2d_grad 2x2 stride 2: the scatter's sums, any plane size, indices in or out of their windows",
+          "[nn][grad][pool]") {
+  // The reference: out = 0, then out[plane][idx] += g for every output element, in order.
+  auto scatter = []<class T>(const Tensor<T>& g, const Tensor<i64>& idx, const Shape& xs) {
+    Tensor<T> out = ms::zeros<T>(xs);
+    const i64 planes = xs[0] * xs[1], HW = xs[2] * xs[3], P = g.numel() / planes;
+    const T* gp = g.data();
+    const i64* ip = idx.data();
+    T* op = out.data();
+    for (i64 pl = 0; pl < planes; ++pl)
+      for (i64 i = 0; i < P; ++i) op[pl * HW + ip[pl * P + i]] += gp[pl * P + i];
+    return out;
+  };
+  for (Shape xs : {Shape{2, 3, 6, 8}, Shape{1, 2, 7, 9}, Shape{2, 1, 5, 4}, Shape{1, 1, 2, 2}}) {
+    INFO("input " << ms::shape_str(xs));
+    ops::Attrs ga{{"kernel_size", ops::IntList{2, 2}}, {"stride", ops::IntList{2, 2}}, {"padding", ops::IntList{0, 0}},
+                  {"input_shape", xs.vec()}};
+    auto [y, idx] = ops::max_pool2d_with_indices(distinct(xs, 3), 2);
+    Tensor<double> g = random(y.shape(), 4);
+    g.data()[0] = -0.0;  // 0 + -0 is +0, as in the scatter
+    g.data()[g.numel() - 1] = ms_test::kNaN;
+    Tensor<i64> in_window = Tensor<i64>(idx);
+    // Indices anywhere in the plane are summed where they point: the first plane's all at 0.
+    Tensor<i64> moved = in_window.clone();
+    const i64 P = y.shape()[2] * y.shape()[3];
+    for (i64 i = 0; i < P; ++i) moved.data()[i] = 0;
+    const Tensor<float> g32 = ms::cast<float>(g);
+    for (int moved_case : {0, 1}) {
+      const Tensor<i64>& ix = moved_case ? moved : in_window;
+      INFO((moved_case ? "indices moved out of their windows" : "indices in their windows"));
+      CHECK(ms_test::same_bits(ops::call1(ops::max_pool2d_grad_op, {g, ix}, ga), scatter(g, ix, xs)));
+      CHECK(ms_test::same_bits(ops::call1(ops::max_pool2d_grad_op, {g32, ix}, ga), scatter(g32, ix, xs)));
+    }
+    // An index outside the plane is still an error.
+    Tensor<i64> bad = in_window.clone();
+    bad.data()[bad.numel() - 1] = xs[2] * xs[3];
+    MS_REQUIRE_THROWS_MSG(ops::call1(ops::max_pool2d_grad_op, {g, bad}, ga), ms::IndexError,
+                          "[ms.index_error] max_pool2d_grad: index " + std::to_string(xs[2] * xs[3]) +
+                              " is out of range for an input plane of " + std::to_string(xs[2]) + " x " +
+                              std::to_string(xs[3]));
+  }
+}
+
 // ---- normalization ------------------------------------------------------------------------------------
 
 TEST_CASE("batch_norm gradients (training and eval) match finite differences", "[nn][grad][norm]") {
