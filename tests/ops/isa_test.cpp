@@ -215,7 +215,11 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
     const std::pair<const char*, ms::ops::IsaFn> kernels[] = {
         {"conv_direct_forward", &ms::ops::detail::conv_direct_forward},
         {"conv_direct_grad_weight", &ms::ops::detail::conv_direct_grad_weight},
-        {"max_pool_dense", &ms::ops::detail::max_pool_dense}};
+        {"max_pool_dense", &ms::ops::detail::max_pool_dense},
+        {"conv_im2col_f32", &ms::ops::detail::conv_im2col<float>},
+        {"conv_im2col_f64", &ms::ops::detail::conv_im2col<double>},
+        {"conv_col2im_add_f32", &ms::ops::detail::conv_col2im_add<float>},
+        {"conv_col2im_add_f64", &ms::ops::detail::conv_col2im_add<double>}};
     for (auto [name, base] : kernels) {
       INFO(name);
       // Above the baseline, the level's own copy (its row in the section ms_isa_fns).
@@ -228,6 +232,81 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
     for (std::size_t i = 0; i < ref.second.size(); ++i)
       CHECK(std::abs(got.second[i] - ref.second[i]) <= 1e-4f * std::max(1.0f, std::abs(ref.second[i])));
   }
+}
+
+template <class T>
+void check_im2col_levels() {
+  // im2col copies and col2im adds in the same order at every level: with the GEMM fixed
+  // (Eigen), each level's results are the baseline's bits. Rows of 13 and 7 outputs (partial
+  // batches at every width), padding, and the general loops (stride 2, dilation 2), 2 groups.
+  struct Case {
+    ms::Shape x, w;
+    std::int64_t stride, padding, dilation, groups;
+  };
+  const Case cases[] = {{{3, 4, 13, 15}, {6, 2, 3, 3}, 1, 1, 1, 2},
+                        {{2, 3, 9, 11}, {4, 3, 5, 5}, 1, 0, 1, 1},
+                        {{2, 2, 12, 14}, {3, 2, 3, 3}, 2, 1, 2, 1}};
+  for (const Case& c : cases) {
+    INFO("x " << ms::shape_str(c.x) << ", w " << ms::shape_str(c.w) << ", stride " << c.stride << ", padding "
+              << c.padding << ", dilation " << c.dilation << ", groups " << c.groups);
+    const auto x = ms::cast<T>(ms_test::random_floats(c.x, 11, -1, 1));
+    const auto w = ms::cast<T>(ms_test::random_floats(c.w, 12, -1, 1));
+    ms::ops::Attrs a{{"stride", ms::ops::IntList{c.stride, c.stride}}, {"padding", ms::ops::IntList{c.padding, c.padding}},
+                     {"dilation", ms::ops::IntList{c.dilation, c.dilation}}, {"groups", c.groups}};
+    auto run = [&] {
+      const auto y = ms::conv2d(x, w, ms::Tensor<T>(), c.stride, c.padding, c.dilation, c.groups);
+      const auto g = ms::cast<T>(ms_test::random_floats(y.shape(), 13, -1, 1));
+      ms::ops::Attrs ai = a, aw = a;
+      ai.set("input_shape", x.shape().vec());
+      aw.set("weight_shape", w.shape().vec());
+      return std::array{y.to_vector(), ms::Tensor<T>(ms::ops::call1(ms::ops::conv2d_grad_input_op, {g, w}, ai)).to_vector(),
+                        ms::Tensor<T>(ms::ops::call1(ms::ops::conv2d_grad_weight_op, {g, x}, aw)).to_vector()};
+    };
+    ms::cpu::set_isa(Isa::baseline);
+    const auto ref = run();
+    // The baseline against a direct sum (the forward pass).
+    const auto xv = x.to_vector(), wv = w.to_vector();
+    const std::int64_t C = c.x[1], H = c.x[2], W = c.x[3], O = c.w[0], Cg = c.w[1], kh = c.w[2], kw = c.w[3];
+    const std::int64_t Ho = (H + 2 * c.padding - c.dilation * (kh - 1) - 1) / c.stride + 1;
+    const std::int64_t Wo = (W + 2 * c.padding - c.dilation * (kw - 1) - 1) / c.stride + 1;
+    for (std::int64_t n = 0; n < c.x[0]; ++n)
+      for (std::int64_t o = 0; o < O; ++o)
+        for (std::int64_t oh = 0; oh < Ho; ++oh)
+          for (std::int64_t ow = 0; ow < Wo; ++ow) {
+            double acc = 0;
+            const std::int64_t g0 = o / (O / c.groups);
+            for (std::int64_t ci = 0; ci < Cg; ++ci)
+              for (std::int64_t i = 0; i < kh; ++i)
+                for (std::int64_t j = 0; j < kw; ++j) {
+                  const std::int64_t h = oh * c.stride - c.padding + i * c.dilation;
+                  const std::int64_t v = ow * c.stride - c.padding + j * c.dilation;
+                  if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                  acc += static_cast<double>(xv[static_cast<std::size_t>(((n * C + g0 * Cg + ci) * H + h) * W + v)]) *
+                         static_cast<double>(wv[static_cast<std::size_t>(((o * Cg + ci) * kh + i) * kw + j)]);
+                }
+            const double got = static_cast<double>(ref[0][static_cast<std::size_t>(((n * O + o) * Ho + oh) * Wo + ow)]);
+            CHECK(std::abs(got - acc) <= 1e-5 * std::max(1.0, std::abs(acc)));
+          }
+    for (Isa l : runnable_isas()) {
+      INFO("level " << ms::cpu::isa_name(l));
+      ms::cpu::set_isa(l);
+      const auto got = run();
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        INFO("result " << k << " (0: forward, 1: input gradient, 2: weight gradient)");
+        CHECK(got[k] == ref[k]);
+      }
+    }
+  }
+}
+
+TEST_CASE("isa: im2col and col2im run on each level's kernels with the baseline's bits (float and double)",
+          "[isa][op][conv2d]") {
+  IsaGuard guard;
+  ms_test::CpuPathGuard paths;
+  ms::set_cpu_gemm(ms::CpuGemm::eigen);
+  ms::set_cpu_conv(ms::CpuConv::im2col);
+  SECTION("float") { check_im2col_levels<float>(); }
+  SECTION("double") { check_im2col_levels<double>(); }
 }
 
 }  // namespace isa_test

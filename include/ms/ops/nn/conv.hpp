@@ -19,6 +19,7 @@
 #include "../../core/parallel.hpp"
 #include "../../core/linkage.hpp"
 #if MS_KERNEL_BODIES  // core/linkage.hpp
+#include "../../backend/cpu/kernels/conv_col.hpp"
 #include "../../backend/cpu/kernels/conv_direct.hpp"
 #include "../../core/simd.hpp"
 #include "../isa_dispatch.hpp"
@@ -104,15 +105,6 @@ inline Attrs conv_attrs(Int2 stride, Int2 padding, Int2 dilation, std::int64_t g
 
 #if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
 
-/// Range of output positions o in [0, n_out) whose input position o * s + off lies in [0, n_in).
-inline void valid_range(std::int64_t off, std::int64_t s, std::int64_t n_in, std::int64_t n_out, std::int64_t& lo,
-                        std::int64_t& hi) {
-  lo = off >= 0 ? 0 : (-off + s - 1) / s;
-  hi = n_in - off <= 0 ? 0 : (n_in - off - 1) / s + 1;
-  lo = std::min(lo, n_out);
-  hi = std::clamp(hi, lo, n_out);
-}
-
 /// Splits [0, n) into `chunks` nearly equal ranges; range c is [chunk_begin(c), chunk_begin(c + 1)).
 inline std::int64_t chunk_begin(std::int64_t n, std::int64_t chunks, std::int64_t c) { return n * c / chunks; }
 
@@ -155,159 +147,6 @@ inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, con
   return conv_geom(op, xs, ws, attrs_as<Conv2dAttrs>(op, a));
 }
 
-/// dst[0, n) = src[0, n) in SIMD batches. With `spill` the last batch is whole: it also
-/// reads and writes up to one batch past n (the caller's next run overwrites what it
-/// wrote there). Inline, where a call to memmove per run of a few dozen elements
-/// cost more than the copy (im2col of a 5 x 5 kernel is 25 such runs per output row).
-template <class T>
-inline void copy_run(const T* src, T* dst, std::int64_t n, bool spill) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
-  std::int64_t i = 0;
-  if (spill) {
-    for (; i < n; i += L) B::load_unaligned(src + i).store_unaligned(dst + i);
-    return;
-  }
-  for (; i + L <= n; i += L) B::load_unaligned(src + i).store_unaligned(dst + i);
-  for (; i < n; ++i) dst[i] = src[i];
-}
-
-/// dst[0, n) += src[0, n) in SIMD batches.
-template <class T>
-inline void add_run(const T* src, T* dst, std::int64_t n) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L) (B::load_unaligned(dst + i) + B::load_unaligned(src + i)).store_unaligned(dst + i);
-  for (; i < n; ++i) dst[i] += src[i];
-}
-
-/// im2col of a stride-1, dilation-1 convolution over planes of hs x ws with no padding
-/// left (the caller pads): each output row of a kernel offset is one run of Wo elements.
-/// When a run is at least a batch long, every run but the last of a kernel offset spills
-/// into the next run's place, which is written next; the spilled reads (under a batch)
-/// end inside the following input row of the same plane.
-template <class T>
-void im2col_unit(const T* xg, const ConvGeom& q, std::int64_t hs, std::int64_t ws, T* col, std::int64_t ld) {
-  const std::int64_t Ho = q.Ho, Wo = q.Wo;
-  const bool spill = Wo >= static_cast<std::int64_t>(xsimd::batch<T>::size);
-  for (std::int64_t c = 0; c < q.Cg(); ++c)
-    for (std::int64_t ki = 0; ki < q.kh; ++ki)
-      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
-        T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
-        const T* src = xg + (c * hs + ki) * ws + kj;
-        for (std::int64_t oh = 0; oh < Ho; ++oh) copy_run(src + oh * ws, row + oh * Wo, Wo, spill && oh + 1 < Ho);
-      }
-}
-
-/// col (K, P) = the receptive fields of one image's channel group xg (Cg, H, W); rows of
-/// col are `ld` elements apart (ld = P for one image, B * P for a block of B images).
-template <class T>
-void im2col(const T* xg, const ConvGeom& q, T* col, std::int64_t ld) {
-  const std::int64_t P = q.P();
-  if (P == 0) return;
-  if (q.sh == 1 && q.sw == 1 && q.dh == 1 && q.dw == 1) {  // the common case: runs of whole rows
-    if (q.ph == 0 && q.pw == 0) return im2col_unit(xg, q, q.H, q.W, col, ld);
-    // Padded: copy the planes into a zero-bordered scratch once, then read it as unpadded.
-    const std::int64_t hs = q.H + 2 * q.ph, ws = q.W + 2 * q.pw;
-    thread_local std::vector<T> pad;
-    pad.assign(static_cast<std::size_t>(q.Cg() * hs * ws), T(0));
-    for (std::int64_t c = 0; c < q.Cg(); ++c)
-      for (std::int64_t h = 0; h < q.H; ++h) {
-        copy_run(xg + (c * q.H + h) * q.W, pad.data() + (c * hs + h + q.ph) * ws + q.pw, q.W, false);
-      }
-    return im2col_unit(pad.data(), q, hs, ws, col, ld);
-  }
-  for (std::int64_t c = 0; c < q.Cg(); ++c) {
-    const T* xc = xg + c * q.H * q.W;
-    for (std::int64_t ki = 0; ki < q.kh; ++ki) {
-      std::int64_t oh_lo, oh_hi;
-      valid_range(ki * q.dh - q.ph, q.sh, q.H, q.Ho, oh_lo, oh_hi);
-      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
-        T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
-        std::int64_t ow_lo, ow_hi;
-        const std::int64_t woff = kj * q.dw - q.pw;
-        valid_range(woff, q.sw, q.W, q.Wo, ow_lo, ow_hi);
-        std::fill(row, row + oh_lo * q.Wo, T(0));
-        for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-          T* r = row + oh * q.Wo;
-          const T* xr = xc + (oh * q.sh + ki * q.dh - q.ph) * q.W;  // input row; column ow reads xr[ow * sw + woff]
-          std::fill(r, r + ow_lo, T(0));
-          if (q.sw == 1 && ow_hi > ow_lo) std::copy(xr + (ow_lo + woff), xr + (ow_hi + woff), r + ow_lo);
-          else if (q.sw != 1)
-            for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) r[ow] = xr[ow * q.sw + woff];
-          std::fill(r + ow_hi, r + q.Wo, T(0));
-        }
-        std::fill(row + oh_hi * q.Wo, row + P, T(0));
-      }
-    }
-  }
-}
-
-/// col2im_add of a stride-1, dilation-1 convolution: each channel's receptive-field rows are
-/// added, in SIMD batches, into a zero-bordered plane (rows of whole batches plus kW - 1), the
-/// last batch of a row through a lane mask, then the plane's interior is added to xg. Adding
-/// straight into xg took runs of Wo elements one at a time below a batch (LeNet's second
-/// layer: rows of 10), which made col2im 56% of the im2col input gradient.
-template <class T>
-void col2im_add_unit(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
-  const std::int64_t Ho = q.Ho, Wo = q.Wo, Hp = Ho + q.kh - 1, Wp = (Wo + L - 1) / L * L + q.kw - 1;
-  thread_local std::vector<T> plane;
-  plane.resize(static_cast<std::size_t>(Hp * Wp));
-  const auto in_row = simd::first_lanes<B>(Wo % L);  // the lanes of a row's partial batch
-  const std::int64_t tail = Wo % L == 0 ? Wo : Wo - Wo % L;  // where a row's partial batch starts
-  for (std::int64_t c = 0; c < q.Cg(); ++c) {
-    std::fill(plane.begin(), plane.end(), T(0));
-    for (std::int64_t ki = 0; ki < q.kh; ++ki)
-      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
-        const T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
-        // Rows oh one after another: each batch's read-modify-write has retired before the
-        // next kernel offset adds to the same place (shifted by one column).
-        for (std::int64_t oh = 0; oh < Ho; ++oh) {
-          const T* src = row + oh * Wo;
-          T* dst = plane.data() + (oh + ki) * Wp + kj;
-          std::int64_t ow = 0;
-          for (; ow < tail; ow += L) (B::load_unaligned(dst + ow) + B::load_unaligned(src + ow)).store_unaligned(dst + ow);
-          if (ow == Wo) continue;
-          // The partial batch reads on into the image's next rows while it stays in its columns.
-          const B v = simd::load_first<B>(src + ow, Wo - ow, in_row, ow + L <= (Ho - oh) * Wo);
-          (B::load_unaligned(dst + ow) + v).store_unaligned(dst + ow);
-        }
-      }
-    T* xc = xg + c * q.H * q.W;
-    for (std::int64_t h = 0; h < q.H; ++h) add_run(plane.data() + (h + q.ph) * Wp + q.pw, xc + h * q.W, q.W);
-  }
-}
-
-/// xg (Cg, H, W) += the receptive fields in col (K, P), rows `ld` apart (the adjoint of im2col).
-template <class T>
-void col2im_add(const T* col, const ConvGeom& q, T* xg, std::int64_t ld) {
-  if (q.sh == 1 && q.sw == 1 && q.dh == 1 && q.dw == 1 && q.P() > 0) return col2im_add_unit(col, q, xg, ld);
-  for (std::int64_t c = 0; c < q.Cg(); ++c) {
-    T* xc = xg + c * q.H * q.W;
-    for (std::int64_t ki = 0; ki < q.kh; ++ki) {
-      std::int64_t oh_lo, oh_hi;
-      valid_range(ki * q.dh - q.ph, q.sh, q.H, q.Ho, oh_lo, oh_hi);
-      for (std::int64_t kj = 0; kj < q.kw; ++kj) {
-        const T* row = col + ((c * q.kh + ki) * q.kw + kj) * ld;
-        std::int64_t ow_lo, ow_hi;
-        const std::int64_t woff = kj * q.dw - q.pw;
-        valid_range(woff, q.sw, q.W, q.Wo, ow_lo, ow_hi);
-        for (std::int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-          const T* r = row + oh * q.Wo;
-          T* xr = xc + (oh * q.sh + ki * q.dh - q.ph) * q.W;
-          if (q.sw == 1) add_run(r + ow_lo, xr + ow_lo + woff, ow_hi - ow_lo);
-          else
-            for (std::int64_t ow = ow_lo; ow < ow_hi; ++ow) xr[ow * q.sw + woff] += r[ow];
-        }
-      }
-    }
-  }
-}
-
-
 /// Images per GEMM in the convolution kernels. One image of a small layer is a thin GEMM
 /// (LeNet's first layer: 6 x 25 times 25 x 784) that Eigen runs far below its peak; the
 /// receptive fields of a block of images side by side give about 4096 columns instead,
@@ -320,6 +159,51 @@ inline std::int64_t conv_block_images(const ConvGeom& q) {
   const std::int64_t by_width = 4096 / P, by_cache = 131072 / (K * P);
   return std::clamp<std::int64_t>(std::min(by_width, by_cache), 1, std::max<std::int64_t>(1, q.N));
 }
+
+/// The column kernels (backend/cpu/kernels/conv_col.hpp) of the CPU level in force for
+/// convolution q and element type T, looked up once per op run; each call takes a block of
+/// images and the calling thread's scratch().
+template <class T>
+struct ConvColumns {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  ConvColArgs geom;
+  std::int64_t C;  ///< the input's channels
+  IsaFn to_col, add_from_col;
+
+  explicit ConvColumns(const ConvGeom& q)
+      : C(q.C),
+        to_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_im2col_f32" : "conv_im2col_f64", &conv_im2col<T>)),
+        add_from_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_col2im_add_f32" : "conv_col2im_add_f64",
+                                       &conv_col2im_add<T>)) {
+    geom.image_stride = q.C * q.H * q.W;
+    geom.Cg = q.Cg(), geom.H = q.H, geom.W = q.W, geom.kh = q.kh, geom.kw = q.kw, geom.sh = q.sh, geom.sw = q.sw;
+    geom.ph = q.ph, geom.pw = q.pw, geom.dh = q.dh, geom.dw = q.dw, geom.Ho = q.Ho, geom.Wo = q.Wo;
+  }
+  /// The calling thread's scratch for these kernels: kept from call to call (small, and a
+  /// fresh allocation per call showed up as page faults next to the large col matrix).
+  T* scratch() const {
+    thread_local std::vector<T> buf;
+    const auto n = static_cast<std::size_t>(
+        conv_col_scratch(geom.Cg, geom.H, geom.W, geom.ph, geom.pw, geom.kh, geom.kw, geom.Ho, geom.Wo));
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+  }
+  /// col (K, nb P; rows ld apart) = the receptive fields of channel group g of images
+  /// [n0, n0 + nb) of x.
+  void im2col(const T* x, std::int64_t n0, std::int64_t nb, std::int64_t g, T* col, std::int64_t ld) const {
+    ConvColArgs a = geom;
+    a.x = x + (n0 * C + g * geom.Cg) * geom.H * geom.W;
+    a.col_out = col, a.scratch = scratch(), a.images = nb, a.ld = ld;
+    to_col(&a);
+  }
+  /// Channel group g of images [n0, n0 + nb) of x += col2im(col) (the adjoint of im2col).
+  void col2im_add(const T* col, std::int64_t ld, T* x, std::int64_t n0, std::int64_t nb, std::int64_t g) const {
+    ConvColArgs a = geom;
+    a.x_out = x + (n0 * C + g * geom.Cg) * geom.H * geom.W;
+    a.col = col, a.scratch = scratch(), a.images = nb, a.ld = ld;
+    add_from_col(&a);
+  }
+};
 
 /// Runs body(n0, nb, col, buf) for the image blocks [n0, n0 + nb) of the batch, in parallel
 /// over blocks; col holds K x (nb P) and buf Og x (nb P) elements of per-thread scratch.
@@ -532,7 +416,7 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   T* yp = static_cast<T*>(k.out[0].raw_data());
   const T* bp = k.in.size() > 2 ? static_cast<const T*>(k.in[2].raw_data()) : nullptr;
   const std::int64_t bs = bp ? k.in[2].strides()[0] : 0;
-  const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
+  const std::int64_t Og = q.Og(), K = q.K(), P = q.P();
   if (k.out[0].numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
     if (conv_on_direct(q, ConvPass::forward)) return conv_direct_run(ConvPass::forward, q, xp, wp, bp, bs, nullptr, yp);
@@ -546,10 +430,11 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
     }
   }
 #endif
+  const ConvColumns<T> cols(q);
   for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
     const std::int64_t ld = nb * P;
     for (std::int64_t g = 0; g < q.G; ++g) {
-      for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g * Cg) * q.H * q.W, q, col + i * P, ld);
+      cols.im2col(xp, n0, nb, g, col, ld);
       // buf (Og, ld) = w_g (Og, K) @ col (K, ld), on the selected GEMM path.
       gemm(wp + g * Og * K, MatRef{Og, K, false, std::max<std::int64_t>(K, 1)}, col, MatRef{K, ld, false, ld}, buf, false);
       for (std::int64_t i = 0; i < nb; ++i)
@@ -567,20 +452,12 @@ void conv2d_run(const KernelArgs& k, const ConvGeom& q) {
   });
 }
 
-/// gx (N, C, H, W) = the adjoint of the convolution applied to g (N, O, Ho, Wo): col2im(w^T g).
+/// gx (N, C, H, W) = col2im(w^T g) on ms's kernels: the input gradient of the convolution q
+/// (N, O, Ho, Wo) and the transposed convolution's output.
 template <class T>
-void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
-  const AnyTensor g = contiguous_raw(k.in[0]), w = contiguous_raw(k.in[1]);
-  const T* gp = static_cast<const T*>(g.raw_data());
-  const T* wp = static_cast<const T*>(w.raw_data());
-  T* xp = static_cast<T*>(k.out[0].raw_data());
-  const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
-  if (k.out[0].numel() == 0) return;
-#if defined(MS_HAVE_DNNL)
-  if constexpr (std::is_same_v<T, float>) {
-    if (conv_on_dnnl(q, ConvPass::grad_input)) return conv_dnnl(ConvPass::grad_input, k.op, q, gp, wp, nullptr, xp);
-  }
-#endif
+void conv_grad_input_columns(const ConvGeom& q, const T* gp, const T* wp, T* xp) {
+  const std::int64_t Og = q.Og(), K = q.K(), P = q.P();
+  const ConvColumns<T> cols(q);
   for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
     const std::int64_t ld = nb * P;
     std::fill(xp + n0 * q.C * q.H * q.W, xp + (n0 + nb) * q.C * q.H * q.W, T(0));
@@ -588,9 +465,25 @@ void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
       gather_conv_grad(gp, q, n0, nb, g0, buf);
       // col (K, ld) = w_g^T (K, Og; w_g read column-major) @ buf (Og, ld).
       gemm(wp + g0 * Og * K, MatRef{K, Og, true, std::max<std::int64_t>(K, 1)}, buf, MatRef{Og, ld, false, ld}, col, false);
-      for (std::int64_t i = 0; i < nb; ++i) col2im_add(col + i * P, q, xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
+      cols.col2im_add(col, ld, xp, n0, nb, g0);
     }
   });
+}
+
+/// gx (N, C, H, W) = the adjoint of the convolution applied to g (N, O, Ho, Wo): col2im(w^T g).
+template <class T>
+void conv2d_grad_input_run(const KernelArgs& k, const ConvGeom& q) {
+  const AnyTensor g = contiguous_raw(k.in[0]), w = contiguous_raw(k.in[1]);
+  const T* gp = static_cast<const T*>(g.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  T* xp = static_cast<T*>(k.out[0].raw_data());
+  if (k.out[0].numel() == 0) return;
+#if defined(MS_HAVE_DNNL)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_on_dnnl(q, ConvPass::grad_input)) return conv_dnnl(ConvPass::grad_input, k.op, q, gp, wp, nullptr, xp);
+  }
+#endif
+  conv_grad_input_columns(q, gp, wp, xp);
 }
 
 /// Batches per partial sum of conv2d_grad_weight: fixed, so the summation order (and the
@@ -622,9 +515,10 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
     if (conv_on_dnnl(q, ConvPass::grad_weight) && k.out[0].numel() > 0) return conv_dnnl(ConvPass::grad_weight, k.op, q, gp, xp, nullptr, wp);
   }
 #endif
-  const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P(), wsize = q.O * K;
+  const std::int64_t Og = q.Og(), K = q.K(), P = q.P(), wsize = q.O * K;
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min(q.N, kConvWeightChunks));
   const std::int64_t B = conv_block_images(q);
+  const ConvColumns<T> columns(q);
   std::vector<T> part(static_cast<std::size_t>(chunks * wsize), T(0));
   sync_eigen_threads();
   parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
@@ -637,7 +531,7 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
       for (std::int64_t n0 = chunk_begin(q.N, chunks, c); n0 < end; n0 += B) {
         const std::int64_t nb = std::min(B, end - n0), ld = nb * P;
         for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
-          for (std::int64_t i = 0; i < nb; ++i) im2col(xp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, q, col.get() + i * P, ld);
+          columns.im2col(xp, n0, nb, g0, col.get(), ld);
           gather_conv_grad(gp, q, n0, nb, g0, buf.get());
           // acc_g (Og, K) += buf (Og, ld) @ col^T (ld, K; col read column-major).
           gemm(buf.get(), MatRef{Og, ld, false, ld}, col.get(), MatRef{ld, K, true, ld}, acc + g0 * Og * K, true);

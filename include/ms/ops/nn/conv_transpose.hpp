@@ -112,21 +112,7 @@ void conv_transpose2d_run(const KernelArgs& k, const ConvGeom& q, bool output_pa
 #else
   (void)output_padding_past_stride;
 #endif
-  if (!done) {
-    const std::int64_t Cg = q.Cg(), Og = q.Og(), K = q.K(), P = q.P();
-    for_each_conv_block<T>(q, [&](std::int64_t n0, std::int64_t nb, T* col, T* buf) {
-      const std::int64_t ld = nb * P;
-      std::fill(yp + n0 * q.C * q.H * q.W, yp + (n0 + nb) * q.C * q.H * q.W, T(0));
-      for (std::int64_t g0 = 0; g0 < q.G; ++g0) {
-        gather_conv_grad(xp, q, n0, nb, g0, buf);
-        // col (K, ld) = w_g^T (K, Og; w_g read column-major) @ buf (Og, ld).
-        gemm(wp + g0 * Og * K, MatRef{K, Og, true, std::max<std::int64_t>(K, 1)}, buf, MatRef{Og, ld, false, ld}, col,
-             false);
-        for (std::int64_t i = 0; i < nb; ++i)
-          col2im_add(col + i * P, q, yp + ((n0 + i) * q.C + g0 * Cg) * q.H * q.W, ld);
-      }
-    });
-  }
+  if (!done) conv_grad_input_columns(q, xp, wp, yp);
   if (k.in.size() < 3) return;
   const T* bp = static_cast<const T*>(k.in[2].raw_data());
   const std::int64_t bs = k.in[2].strides()[0], plane = q.H * q.W;
