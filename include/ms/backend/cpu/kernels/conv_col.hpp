@@ -84,20 +84,23 @@ inline void add_run(const T* src, T* dst, std::int64_t n) {
 }
 
 /// im2col of a stride-1, dilation-1 convolution over planes of hs x ws with no padding
-/// left (the caller pads): each output row of a kernel offset is one run of Wo elements.
-/// When a run is at least a batch long, every run but the last of a kernel offset spills
-/// into the next run's place, which is written next; the spilled reads (under a batch)
-/// end inside the following input row of the same plane.
+/// left (the caller pads): each output row of a kernel offset is one run of Wo elements,
+/// copied in whole batches that spill past the run where the spill stays within the image's
+/// columns (later runs overwrite it) and the reads within the Cg planes at xg. A run of
+/// fewer elements than a batch (LeNet's second layer: 10 floats at AVX-512) is then one
+/// batch, not a scalar loop.
 template <class T>
 void im2col_unit(const T* xg, const ConvColArgs& a, std::int64_t hs, std::int64_t ws, T* col) {
-  const std::int64_t Ho = a.Ho, Wo = a.Wo;
-  const bool spill = Wo >= static_cast<std::int64_t>(xsimd::batch<T>::size);
+  constexpr std::int64_t L = static_cast<std::int64_t>(xsimd::batch<T>::size);
+  const std::int64_t Ho = a.Ho, Wo = a.Wo, P = Ho * Wo, whole = (Wo + L - 1) / L * L, readable = a.Cg * hs * ws;
   for (std::int64_t c = 0; c < a.Cg; ++c)
     for (std::int64_t ki = 0; ki < a.kh; ++ki)
       for (std::int64_t kj = 0; kj < a.kw; ++kj) {
         T* row = col + ((c * a.kh + ki) * a.kw + kj) * a.ld;
-        const T* src = xg + (c * hs + ki) * ws + kj;
-        for (std::int64_t oh = 0; oh < Ho; ++oh) copy_run(src + oh * ws, row + oh * Wo, Wo, spill && oh + 1 < Ho);
+        const std::int64_t from = (c * hs + ki) * ws + kj;
+        for (std::int64_t oh = 0; oh < Ho; ++oh)
+          copy_run(xg + from + oh * ws, row + oh * Wo, Wo,
+                   oh * Wo + whole <= P && from + oh * ws + whole <= readable);
       }
 }
 
