@@ -163,7 +163,10 @@ TEST_CASE("max_pool2d_grad 2x2 stride 2: the scatter's sums, any plane size, ind
       for (i64 i = 0; i < P; ++i) op[pl * HW + ip[pl * P + i]] += gp[pl * P + i];
     return out;
   };
-  for (Shape xs : {Shape{2, 3, 6, 8}, Shape{1, 2, 7, 9}, Shape{2, 1, 5, 4}, Shape{1, 1, 2, 2}}) {
+  // Rows of 1 to 32 windows: whole and partial groups of the SIMD kernels (16 windows at
+  // AVX-512), odd sizes leaving a row or column no window covers.
+  for (Shape xs : {Shape{2, 3, 6, 8}, Shape{1, 2, 7, 9}, Shape{2, 1, 5, 4}, Shape{1, 1, 2, 2}, Shape{2, 2, 28, 28},
+                   Shape{1, 2, 5, 35}, Shape{1, 1, 4, 64}, Shape{1, 2, 6, 41}}) {
     INFO("input " << ms::shape_str(xs));
     ops::Attrs ga{{"kernel_size", ops::IntList{2, 2}}, {"stride", ops::IntList{2, 2}}, {"padding", ops::IntList{0, 0}},
                   {"input_shape", xs.vec()}};
@@ -186,10 +189,11 @@ TEST_CASE("max_pool2d_grad 2x2 stride 2: the scatter's sums, any plane size, ind
     // An index outside the plane is still an error.
     Tensor<i64> bad = in_window.clone();
     bad.data()[bad.numel() - 1] = xs[2] * xs[3];
-    MS_REQUIRE_THROWS_MSG(ops::call1(ops::max_pool2d_grad_op, {g, bad}, ga), ms::IndexError,
-                          "[ms.index_error] max_pool2d_grad: index " + std::to_string(xs[2] * xs[3]) +
-                              " is out of range for an input plane of " + std::to_string(xs[2]) + " x " +
-                              std::to_string(xs[3]));
+    const std::string message = "[ms.index_error] max_pool2d_grad: index " + std::to_string(xs[2] * xs[3]) +
+                                " is out of range for an input plane of " + std::to_string(xs[2]) + " x " +
+                                std::to_string(xs[3]);
+    MS_REQUIRE_THROWS_MSG(ops::call1(ops::max_pool2d_grad_op, {g, bad}, ga), ms::IndexError, message);
+    MS_REQUIRE_THROWS_MSG(ops::call1(ops::max_pool2d_grad_op, {g32, bad}, ga), ms::IndexError, message);
   }
 }
 

@@ -300,21 +300,28 @@ void max_pool_grad_run(const KernelArgs& k, const PoolGeom& q) {
   // thread, they took as long as the scatter); an out-of-range one is skipped and reported.
   std::atomic<std::int64_t> bad{0};
   std::atomic<bool> any_bad{false};
-  parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
-               [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t pl = b; pl < e; ++pl) {
-      T* xpl = xp + pl * HW;
-      const std::int64_t* ipl = ip + pl * P;
-      const T* gpl = gp + pl * P;
-      std::fill(xpl, xpl + HW, T(0));
-      for (std::int64_t i = 0; i < P; ++i) {
-        const std::int64_t at = ipl[i];
-        if (static_cast<std::uint64_t>(at) < static_cast<std::uint64_t>(HW)) [[likely]] {
-          xpl[at] += gpl[i];
-        } else if (!any_bad.exchange(true)) {
-          bad.store(at);
-        }
+  const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW));
+  auto report = [&](std::int64_t at) {
+    if (!any_bad.exchange(true)) bad.store(at);
+  };
+  // Float planes whose windows lie inside them: on the kernels of the CPU level in force.
+  IsaFn fn = nullptr;
+  if constexpr (std::is_same_v<T, float>)
+    if (q.dense()) fn = cpu::isa_function("max_pool_grad_dense", &max_pool_grad_dense);
+  parallel_for(q.planes(), grain, [&](std::int64_t b, std::int64_t e) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (fn != nullptr) {
+        std::int64_t at = 0;
+        bool found = false;
+        const MaxPoolGradArgs a{gp, ip, xp, q.H, q.W, q.Ho, q.Wo, q.kh, q.kw, q.sh, q.sw, b, e, &at, &found};
+        fn(&a);
+        if (found) report(at);
+        return;
       }
+    }
+    for (std::int64_t pl = b; pl < e; ++pl) {
+      std::int64_t at = 0;
+      if (!max_pool_scatter_plane(gp + pl * P, ip + pl * P, xp + pl * HW, HW, P, at)) report(at);
     }
   }, 1);
   MS_CHECK(!any_bad.load(), IndexError, "{}: index {} is out of range for an input plane of {} x {}", k.op.name,

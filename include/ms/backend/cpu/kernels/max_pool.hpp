@@ -1,14 +1,15 @@
 #pragma once
 // Max pooling of float32 planes whose windows all lie inside the plane (no padding, no
-// dilation): values and argmax indices, a row of windows at a time. 2 x 2 windows of stride 2
-// (LeNet's, VGG's, ResNet's) run on SIMD shuffles at AVX2 (8 outputs per step) and AVX-512
-// (16); every other window on the row loop below, which the compiler vectorizes for the
-// level. Compiled once per CPU level (MS_ISA_NS) and bound by name (cpu::isa_function).
+// dilation): values and argmax indices, a row of windows at a time, and the gradient. 2 x 2
+// windows of stride 2 (LeNet's, VGG's, ResNet's) run on SIMD shuffles at AVX2 (8 outputs per
+// step) and AVX-512 (16; the gradient too); every other window on the row loop below, which
+// the compiler vectorizes for the level, and the gradient on a scatter. Compiled once per CPU level (MS_ISA_NS) and bound by name (cpu::isa_function).
 // Includes nothing above core/.
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../../../core/linkage.hpp"
@@ -30,8 +31,41 @@ struct MaxPoolArgs {
   std::int64_t p0 = 0, p1 = 0;
 };
 
+/// The arguments of max_pool_grad_dense: planes [p0, p1) of x (planes of H x W) = the
+/// gradient g (planes of Ho x Wo) added at the argmax indices idx of a max pooling whose
+/// windows all lie inside the plane (kh x kw, stride sh x sw). An index outside the plane is
+/// skipped and the first one met reported in *bad (with *any_bad set).
+struct MaxPoolGradArgs {
+  const float* g = nullptr;
+  const std::int64_t* idx = nullptr;
+  float* x = nullptr;
+  std::int64_t H = 0, W = 0, Ho = 0, Wo = 0, kh = 0, kw = 0, sh = 0, sw = 0;
+  std::int64_t p0 = 0, p1 = 0;
+  std::int64_t* bad = nullptr;
+  bool* any_bad = nullptr;
+};
+
 namespace detail {
 inline namespace MS_ISA_NS {
+
+/// The plane x (HW elements) = 0, then each g[i] added at idx[i] (i < P): the gradient of a
+/// max pooling. An index outside [0, HW) is skipped; the first one is returned in bad, with false.
+template <class T>
+inline bool max_pool_scatter_plane(const T* g, const std::int64_t* idx, T* x, std::int64_t HW, std::int64_t P,
+                                   std::int64_t& bad) {
+  std::memset(x, 0, static_cast<std::size_t>(HW) * sizeof(T));
+  bool ok = true;
+  for (std::int64_t i = 0; i < P; ++i) {
+    const std::int64_t at = idx[i];
+    if (static_cast<std::uint64_t>(at) < static_cast<std::uint64_t>(HW)) [[likely]] {
+      x[at] += g[i];
+    } else if (ok) {
+      ok = false;
+      bad = at;
+    }
+  }
+  return ok;
+}
 
 /// One output row: windows of kh x kw from input row h0 of the plane xpl, stride sw. Visits
 /// each window offset (i, j) for the whole row, so the output columns are independent (the
@@ -186,7 +220,74 @@ inline void max_pool_dense(const void* args) {
   }
 }
 
+#if defined(__AVX512F__)
+/// The gradient of a 2 x 2, stride-2 max pooling for one plane, written rather than
+/// scattered: 16 outputs at a time, each window's four places get the gradient (plus +0,
+/// as the scatter's 0 + g gives) where the index points, zeros elsewhere; rows and columns
+/// no window covers are zeroed. Returns false, having written part of the plane, when an
+/// index is not in its own window (the caller scatters the plane instead).
+inline bool max_pool_grad_2x2_plane(const float* g, const std::int64_t* idx, float* x, std::int64_t H, std::int64_t W,
+                                    std::int64_t Ho, std::int64_t Wo) {
+  const __m512i cols = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  // Output lanes l of (a, b) to input columns 2l and 2l + 1: the first and second 16 of 32.
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i o0 = _mm512_setzero_si512(), o1 = _mm512_set1_epi64(1), oW = _mm512_set1_epi64(W),
+                oW1 = _mm512_set1_epi64(W + 1);
+  for (std::int64_t oh = 0; oh < Ho; ++oh) {
+    float* x0 = x + 2 * oh * W;
+    float* x1 = x0 + W;
+    const float* gr = g + oh * Wo;
+    const std::int64_t* ir = idx + oh * Wo;
+    for (std::int64_t ow = 0; ow < Wo; ow += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, Wo - ow);
+      const auto m_out = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+      const __m512 gv = _mm512_add_ps(_mm512_maskz_loadu_ps(m_out, gr + ow), _mm512_setzero_ps());
+      const __m512i base = _mm512_add_epi64(_mm512_set1_epi64(2 * oh * W + 2 * ow), cols);
+      const __m512i off_lo = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(m_out), ir + ow), base);
+      const __m512i off_hi = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(m_out >> 8), ir + ow + 8),
+                                              _mm512_add_epi64(base, _mm512_set1_epi64(16)));
+      auto at = [&](__m512i o) {
+        return static_cast<__mmask16>(_mm512_cmpeq_epi64_mask(off_lo, o) |
+                                      (static_cast<unsigned>(_mm512_cmpeq_epi64_mask(off_hi, o)) << 8));
+      };
+      const __mmask16 m00 = at(o0), m01 = at(o1), m10 = at(oW), m11 = at(oW1);
+      if (static_cast<__mmask16>((m00 | m01 | m10 | m11) & m_out) != m_out) return false;
+      const __m512 a = _mm512_maskz_mov_ps(m00, gv), b = _mm512_maskz_mov_ps(m01, gv);
+      const __m512 c = _mm512_maskz_mov_ps(m10, gv), d = _mm512_maskz_mov_ps(m11, gv);
+      const auto m_a = static_cast<__mmask16>(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
+      const auto m_b = static_cast<__mmask16>(n <= 8 ? 0 : n == 16 ? 0xFFFF : (1u << (2 * n - 16)) - 1);
+      _mm512_mask_storeu_ps(x0 + 2 * ow, m_a, _mm512_permutex2var_ps(a, first, b));
+      _mm512_mask_storeu_ps(x0 + 2 * ow + 16, m_b, _mm512_permutex2var_ps(a, second, b));
+      _mm512_mask_storeu_ps(x1 + 2 * ow, m_a, _mm512_permutex2var_ps(c, first, d));
+      _mm512_mask_storeu_ps(x1 + 2 * ow + 16, m_b, _mm512_permutex2var_ps(c, second, d));
+    }
+    for (std::int64_t w = 2 * Wo; w < W; ++w) x0[w] = x1[w] = 0.0f;
+  }
+  std::memset(x + 2 * Ho * W, 0, static_cast<std::size_t>((H - 2 * Ho) * W) * sizeof(float));
+  return true;
+}
+#endif
+
+/// The gradient of planes [p0, p1) (see MaxPoolGradArgs).
+inline void max_pool_grad_dense(const void* args) {
+  const MaxPoolGradArgs& a = *static_cast<const MaxPoolGradArgs*>(args);
+  const std::int64_t HW = a.H * a.W, P = a.Ho * a.Wo;
+  for (std::int64_t pl = a.p0; pl < a.p1; ++pl) {
+    const float* g = a.g + pl * P;
+    const std::int64_t* idx = a.idx + pl * P;
+    float* x = a.x + pl * HW;
+#if defined(__AVX512F__)
+    if (a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && max_pool_grad_2x2_plane(g, idx, x, a.H, a.W, a.Ho, a.Wo))
+      continue;
+#endif
+    std::int64_t bad = 0;
+    if (!max_pool_scatter_plane(g, idx, x, HW, P, bad) && !*a.any_bad) *a.any_bad = true, *a.bad = bad;
+  }
+}
+
 MS_ISA_FUNCTION("max_pool_dense", &max_pool_dense);
+MS_ISA_FUNCTION("max_pool_grad_dense", &max_pool_grad_dense);
 
 }  // namespace MS_ISA_NS
 }  // namespace detail
