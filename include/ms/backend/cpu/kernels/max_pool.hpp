@@ -2,8 +2,9 @@
 // Max pooling of float32 planes whose windows all lie inside the plane (no padding, no
 // dilation): values and argmax indices, a row of windows at a time, and the gradient. 2 x 2
 // windows of stride 2 (LeNet's, VGG's, ResNet's) run on SIMD shuffles at AVX2 (8 outputs per
-// step) and AVX-512 (16; the gradient too); every other window on the row loop below, which
-// the compiler vectorizes for the level, and the gradient on a scatter. Compiled once per CPU level (MS_ISA_NS) and bound by name (cpu::isa_function).
+// step) and AVX-512 (16; the gradient too, for rows of 8 windows or more); every other window
+// on the row loop below, which the compiler vectorizes for the level, and the gradient on a
+// scatter. Compiled once per CPU level (MS_ISA_NS) and bound by name (cpu::isa_function).
 // Includes nothing above core/.
 
 #include <algorithm>
@@ -278,7 +279,10 @@ inline void max_pool_grad_dense(const void* args) {
     const std::int64_t* idx = a.idx + pl * P;
     float* x = a.x + pl * HW;
 #if defined(__AVX512F__)
-    if (a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && max_pool_grad_2x2_plane(g, idx, x, a.H, a.W, a.Ho, a.Wo))
+    // Rows of at least 8 windows: below that a group's fixed cost (masks, permutes) exceeds
+    // the scatter's (LeNet's second pooling, rows of 5: 52 us against 31 for 64 x 16 planes).
+    if (a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && a.Wo >= 8 &&
+        max_pool_grad_2x2_plane(g, idx, x, a.H, a.W, a.Ho, a.Wo))
       continue;
 #endif
     std::int64_t bad = 0;
