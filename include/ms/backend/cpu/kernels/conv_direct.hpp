@@ -17,18 +17,6 @@
 #include "abi.hpp"
 #include "simd.hpp"
 
-// The loops over a block's accumulators run a compile-time count of times: unrolled at every
-// -O, so that the accumulators stay in registers (GCC's -O2 kept them on the stack: 2.5x slower).
-#if !defined(MS_UNROLL)
-#if defined(__clang__)
-#define MS_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define MS_UNROLL _Pragma("GCC unroll 16")
-#else
-#define MS_UNROLL
-#endif
-#endif
-
 namespace ms::ops {
 
 /// The arguments of conv_direct_forward and conv_direct_grad_weight: images [n0, n1) of a
