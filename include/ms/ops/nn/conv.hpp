@@ -1,10 +1,11 @@
 #pragma once
 // conv2d on NCHW tensors (float32 and float64): im2col over blocks of images, parallel over
-// the blocks, with its GEMMs on the ms::cpu_gemm() path, ms's direct kernels
+// the blocks, with its GEMMs on the ms::cpu_gemm() path and its column kernels compiled per
+// CPU level (backend/cpu/kernels/conv_col.hpp), ms's direct kernels
 // (backend/cpu/kernels/conv_direct.hpp), or oneDNN's convolution primitives in oneDNN's
 // blocked layouts, per convolution pass as ms::cpu_conv() decides (see ops/dnnl.hpp).
-// Belongs here: its definition, inference, kernels and cost, the im2col/col2im helpers, and the backward ops its gradient rule needs
-// (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
+// Belongs here: its definition, inference, kernels and cost, the im2col drivers, and the
+// backward ops its gradient rule needs (conv2d_grad_input, conv2d_grad_weight). The gradient table rows live in autograd/nn_rules.hpp.
 
 #include <algorithm>
 #include <array>
