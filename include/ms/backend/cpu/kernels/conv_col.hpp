@@ -182,14 +182,6 @@ void col2im_add_unit(const T* col, const ConvColArgs& a, T* xg, T* plane) {
 }
 
 #if defined(__AVX512F__)
-/// The lanes l of a 16-lane batch with lo <= l < hi.
-inline __mmask16 lanes_between(std::int64_t lo, std::int64_t hi) {
-  lo = std::clamp<std::int64_t>(lo, 0, 16);
-  hi = std::clamp<std::int64_t>(hi, 0, 16);
-  if (hi <= lo) return 0;
-  return static_cast<__mmask16>((hi == 16 ? 0xFFFFu : (1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
 /// col2im_add_unit for float at AVX-512, with its bits: each bordered-plane row that lands
 /// in the image is summed in registers, 16 columns at a time, from masked loads of the
 /// receptive-field rows shifted into place (in the same (ki, kj) order, from +0), and added
@@ -204,7 +196,7 @@ inline void col2im_add_unit_avx512(const float* col, const ConvColArgs& a, float
     float* xc = xg + c * a.H * a.W;
     const float* cc = col + c * a.kh * a.kw * a.ld;
     for (std::int64_t w0 = 0; w0 < Wp; w0 += 16) {
-      const __mmask16 m_x = lanes_between(a.pw - w0, a.pw + a.W - w0);  // plane column w is x's w - pw
+      const __mmask16 m_x = simd::lanes_between(a.pw - w0, a.pw + a.W - w0);  // plane column w is x's w - pw
       if (m_x == 0) continue;
       for (std::int64_t h0 = 0; h0 < a.H; h0 += R) {  // x row h is the plane's h + ph
         const std::int64_t nr = std::min<std::int64_t>(R, a.H - h0);
@@ -212,7 +204,7 @@ inline void col2im_add_unit_avx512(const float* col, const ConvColArgs& a, float
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
         for (std::int64_t ki = 0; ki < a.kh; ++ki)
           for (std::int64_t kj = 0; kj < a.kw; ++kj) {
-            const __mmask16 m = lanes_between(kj - w0, kj + Wo - w0);
+            const __mmask16 m = simd::lanes_between(kj - w0, kj + Wo - w0);
             if (m == 0) continue;
             const float* src = cc + (ki * a.kw + kj) * a.ld + w0 - kj;
             const std::int64_t oh0 = h0 + a.ph - ki;  // the receptive-field row of x row h0 + i is oh0 + i

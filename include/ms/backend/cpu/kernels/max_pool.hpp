@@ -108,9 +108,9 @@ inline void max_pool_2x2_row(const float* r0, const float* r1, std::int64_t base
                 off11 = _mm512_set1_epi32(static_cast<int>(W + 1));
   for (std::int64_t ow = 0; ow < Wo; ow += 16) {
     const std::int64_t n = std::min<std::int64_t>(16, Wo - ow);
-    const __mmask16 m_lo = static_cast<__mmask16>(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
-    const __mmask16 m_hi = static_cast<__mmask16>(n <= 8 ? 0 : n == 16 ? 0xFFFF : (1u << (2 * n - 16)) - 1);
-    const __mmask16 m_out = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+    // The 2n input columns: the first 16 and the rest.
+    const __mmask16 m_lo = simd::lanes_between(0, 2 * n), m_hi = simd::lanes_between(0, 2 * n - 16);
+    const __mmask16 m_out = simd::lanes_between(0, n);
     const float* p0 = r0 + 2 * ow;
     const float* p1 = r1 + 2 * ow;
     const __m512 a0 = _mm512_maskz_loadu_ps(m_lo, p0), a1 = _mm512_maskz_loadu_ps(m_hi, p0 + 16);
@@ -242,7 +242,7 @@ inline bool max_pool_grad_2x2_plane(const float* g, const std::int64_t* idx, flo
     const std::int64_t* ir = idx + oh * Wo;
     for (std::int64_t ow = 0; ow < Wo; ow += 16) {
       const std::int64_t n = std::min<std::int64_t>(16, Wo - ow);
-      const auto m_out = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+      const __mmask16 m_out = simd::lanes_between(0, n);
       const __m512 gv = _mm512_add_ps(_mm512_maskz_loadu_ps(m_out, gr + ow), _mm512_setzero_ps());
       const __m512i base = _mm512_add_epi64(_mm512_set1_epi64(2 * oh * W + 2 * ow), cols);
       const __m512i off_lo = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(m_out), ir + ow), base);
@@ -256,8 +256,7 @@ inline bool max_pool_grad_2x2_plane(const float* g, const std::int64_t* idx, flo
       if (static_cast<__mmask16>((m00 | m01 | m10 | m11) & m_out) != m_out) return false;
       const __m512 a = _mm512_maskz_mov_ps(m00, gv), b = _mm512_maskz_mov_ps(m01, gv);
       const __m512 c = _mm512_maskz_mov_ps(m10, gv), d = _mm512_maskz_mov_ps(m11, gv);
-      const auto m_a = static_cast<__mmask16>(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
-      const auto m_b = static_cast<__mmask16>(n <= 8 ? 0 : n == 16 ? 0xFFFF : (1u << (2 * n - 16)) - 1);
+      const __mmask16 m_a = simd::lanes_between(0, 2 * n), m_b = simd::lanes_between(0, 2 * n - 16);
       _mm512_mask_storeu_ps(x0 + 2 * ow, m_a, _mm512_permutex2var_ps(a, first, b));
       _mm512_mask_storeu_ps(x0 + 2 * ow + 16, m_b, _mm512_permutex2var_ps(a, second, b));
       _mm512_mask_storeu_ps(x1 + 2 * ow, m_a, _mm512_permutex2var_ps(c, first, d));

@@ -5,6 +5,7 @@
 // Compiled once per CPU level: everything here lives in the level's namespace (MS_ISA_NS,
 // core/simd.hpp; see backend/cpu/isa_unit.hpp). Includes nothing above core/.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -58,6 +59,17 @@ inline auto first_lanes(std::int64_t n) {
   for (std::size_t l = 0; l < B::size; ++l) index[l] = static_cast<T>(l);
   return B::load_aligned(index) < B(static_cast<T>(n));
 }
+
+#if defined(__AVX512F__)
+/// The AVX-512 mask of the lanes l of a 16-lane register with lo <= l < hi (either bound may
+/// lie outside [0, 16)).
+inline __mmask16 lanes_between(std::int64_t lo, std::int64_t hi) {
+  lo = std::clamp<std::int64_t>(lo, 0, 16);
+  hi = std::clamp<std::int64_t>(hi, 0, 16);
+  if (hi <= lo) return 0;
+  return static_cast<__mmask16>((hi == 16 ? 0xFFFFu : (1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+#endif
 
 /// The n elements at p (0 < n < the batch size) in a batch whose other lanes are zero;
 /// `first` is first_lanes<B>(n). With `read_on` (the caller knows that a whole batch at p
