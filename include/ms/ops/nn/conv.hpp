@@ -168,12 +168,10 @@ template <class T>
 struct ConvColumns {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   ConvColArgs geom;
-  std::int64_t C;  ///< the input's channels
   IsaFn to_col, add_from_col;
 
   explicit ConvColumns(const ConvGeom& q)
-      : C(q.C),
-        to_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_im2col_f32" : "conv_im2col_f64", &conv_im2col<T>)),
+      : to_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_im2col_f32" : "conv_im2col_f64", &conv_im2col<T>)),
         add_from_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_col2im_add_f32" : "conv_col2im_add_f64",
                                        &conv_col2im_add<T>)) {
     geom.image_stride = q.C * q.H * q.W;
@@ -193,14 +191,14 @@ struct ConvColumns {
   /// [n0, n0 + nb) of x.
   void im2col(const T* x, std::int64_t n0, std::int64_t nb, std::int64_t g, T* col, std::int64_t ld) const {
     ConvColArgs a = geom;
-    a.x = x + (n0 * C + g * geom.Cg) * geom.H * geom.W;
+    a.x = x + n0 * geom.image_stride + g * geom.Cg * geom.H * geom.W;
     a.col_out = col, a.scratch = scratch(), a.images = nb, a.ld = ld;
     to_col(&a);
   }
   /// Channel group g of images [n0, n0 + nb) of x += col2im(col) (the adjoint of im2col).
   void col2im_add(const T* col, std::int64_t ld, T* x, std::int64_t n0, std::int64_t nb, std::int64_t g) const {
     ConvColArgs a = geom;
-    a.x_out = x + (n0 * C + g * geom.Cg) * geom.H * geom.W;
+    a.x_out = x + n0 * geom.image_stride + g * geom.Cg * geom.H * geom.W;
     a.col = col, a.scratch = scratch(), a.images = nb, a.ld = ld;
     add_from_col(&a);
   }
