@@ -313,13 +313,16 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const v
     // multiple of 16, runs its AVX2 kernels even on an AVX-512 CPU. Measured (AMD Zen 4,
     // batch 64, 1 thread, primitive alone, any -> NHWC): LeNet's 6 -> 16 5x5 on 14x14 490 ->
     // 274 us; 8 -> 16 3x3 303 -> 259; 12 -> 32 1159 -> 902; 24 -> 32 2051 -> 1414; 16 -> 32
-    // 1029 -> 941; 3 -> 16 on 32x32 543 -> 536. Measured for one group, in float32.
+    // 1029 -> 941. Below 4 input channels oneDNN has first-layer kernels for the plain
+    // layout and the primitive times tie (1 -> 32 5x5 on 28x28: 667 us either way), but
+    // the transpose of the output gradient into NHWC costs more than its blocking: the
+    // whole pass 1,000 us against 900. Measured for one group, in float32.
     auto nhwc = [&](const dnnl_memory_desc_t& md) {
       dnnl_memory_desc_t r;
       dnnl_check(dnnl_memory_desc_init_by_tag(&r, md.ndims, md.dims, dt, dnnl_nhwc), op.name, "memory descriptor", sh);
       return r;
     };
-    const bool channels_last = pass == ConvPass::grad_weight && q.G == 1 && dt == dnnl_f32;
+    const bool channels_last = pass == ConvPass::grad_weight && q.G == 1 && q.C >= 4 && dt == dnnl_f32;
     const dnnl_memory_desc_t xs = channels_last ? nhwc(src) : any(src), ys = channels_last ? nhwc(dst) : any(dst),
                              ws = any(wei);
     dnnl_convolution_desc_t fwd;
