@@ -276,10 +276,15 @@ TEST_CASE("max_pool2d 2x2 stride 2: any row width, ties, NaN and infinities, in 
   // greater, or when it is NaN and the best so far is not (the first maximum and the first
   // NaN win). Float rows of 2 x 2 windows take a SIMD path 8 (AVX2) or 16 (AVX-512) outputs
   // at a time, with a masked last group; widths below cover whole groups, partial ones and
-  // odd widths. Tagged [op]: it runs again at every CPU level.
+  // odd widths. At AVX-512 rows of up to 8 windows go two at a time, across planes: the
+  // 3 x 2 x 10 x 10 input (rows of 5, pairs straddling planes) and 1 x 3 x 7 x 13 (odd
+  // sizes, an odd number of rows in all) cover that; 40 x 16 x 10 x 10 is split between
+  // threads (planes of 100 elements, 327 to a chunk) wherever ms runs on more than one.
+  // Tagged [op]: it runs again at every CPU level.
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   for (const Shape& xs : {Shape{2, 3, 28, 28}, Shape{1, 2, 9, 31}, Shape{1, 1, 4, 17}, Shape{1, 1, 2, 2},
-                          Shape{2, 1, 6, 40}, Shape{1, 1, 3, 3}, Shape{1, 2, 4, 66}}) {
+                          Shape{2, 1, 6, 40}, Shape{1, 1, 3, 3}, Shape{1, 2, 4, 66}, Shape{3, 2, 10, 10},
+                          Shape{1, 3, 7, 13}, Shape{40, 16, 10, 10}}) {
     INFO("input " << ms::shape_str(xs));
     std::mt19937 gen(7);
     std::uniform_int_distribution<int> small(0, 3), pick(0, 99);

@@ -2,7 +2,8 @@
 // Max pooling of float32 planes whose windows all lie inside the plane (no padding, no
 // dilation): values and argmax indices, a row of windows at a time, and the gradient. 2 x 2
 // windows of stride 2 (LeNet's, VGG's, ResNet's) run on SIMD shuffles at AVX2 (8 outputs per
-// step) and AVX-512 (16; the gradient too, for rows of 8 windows or more); every other window
+// step) and AVX-512 (16, two short rows at once; the gradient too, for rows of 8 windows or
+// more); every other window
 // on the row loop below, which the compiler vectorizes for the level, and the gradient on a
 // scatter. Compiled once per CPU level (MS_ISA_NS) and bound by name (cpu::isa_function).
 // Includes nothing above core/.
@@ -96,43 +97,100 @@ inline void max_pool_row(const T* xpl, std::int64_t W, std::int64_t h0, std::int
 }
 
 #if defined(__AVX512F__)
-/// One output row of a 2 x 2, stride-2 max pooling, 16 outputs at a time: the even and odd
-/// columns of input rows r0 and r1 (r0 starts at index `base` of its plane, rows W apart)
-/// are each window's four candidates, in row-major order with max_pool_row's rule. The last
-/// partial group loads and stores through lane masks.
-inline void max_pool_2x2_row(const float* r0, const float* r1, std::int64_t base, std::int64_t W, std::int64_t Wo,
-                             float* y, std::int64_t* idx) {
-  const __m512i even_i = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd_i = _mm512_add_epi32(even_i, _mm512_set1_epi32(1));
+/// Planes [p0, p1) of a 2 x 2, stride-2 max pooling (see MaxPoolArgs) as one run of output
+/// rows, the planes' rows end to end: rows of at most 8 windows two at a time (the 16 lanes
+/// hold row k's windows, then row k + 1's, which follow them in y; LeNet's second pooling,
+/// rows of 5, took 56 us for 64 x 16 planes one row at a time), longer rows 16 windows at a
+/// time. The even and odd columns of each window's two input rows are its four candidates,
+/// in row-major order with max_pool_row's rule; the last partial group loads and stores
+/// through lane masks. Indices are computed in 32 bits (planes below 2^31 elements).
+inline void max_pool_2x2_planes(const MaxPoolArgs& a) {
+  const std::int64_t HW = a.H * a.W, W = a.W, Ho = a.Ho, Wo = a.Wo;
+  if (Ho == 0 || Wo == 0 || a.p1 <= a.p0) return;
   const __m512i off01 = _mm512_set1_epi32(1), off10 = _mm512_set1_epi32(static_cast<int>(W)),
                 off11 = _mm512_set1_epi32(static_cast<int>(W + 1));
-  for (std::int64_t ow = 0; ow < Wo; ow += 16) {
-    const std::int64_t n = std::min<std::int64_t>(16, Wo - ow);
-    // The 2n input columns: the first 16 and the rest.
-    const __mmask16 m_lo = simd::lanes_between(0, 2 * n), m_hi = simd::lanes_between(0, 2 * n - 16);
-    const __mmask16 m_out = simd::lanes_between(0, n);
-    const float* p0 = r0 + 2 * ow;
-    const float* p1 = r1 + 2 * ow;
-    const __m512 a0 = _mm512_maskz_loadu_ps(m_lo, p0), a1 = _mm512_maskz_loadu_ps(m_hi, p0 + 16);
-    const __m512 b0 = _mm512_maskz_loadu_ps(m_lo, p1), b1 = _mm512_maskz_loadu_ps(m_hi, p1 + 16);
-    __m512 best = _mm512_permutex2var_ps(a0, even_i, a1);
-    __m512i off = _mm512_setzero_si512();
+  // v replaces best where v > best or v is NaN, and best is not NaN: the first maximum wins,
+  // the first NaN wins and stays.
+  auto window = [&](__m512 e0, __m512 o0, __m512 e1, __m512 o1, __m512i& off) {
+    __m512 best = e0;
+    off = _mm512_setzero_si512();
     auto step = [&](__m512 v, __m512i o) {
-      const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
-                             (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+      const __mmask16 take =
+          _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), v, best, _CMP_NLE_UQ);
       best = _mm512_mask_blend_ps(take, best, v);
       off = _mm512_mask_blend_epi32(take, off, o);
     };
-    step(_mm512_permutex2var_ps(a0, odd_i, a1), off01);
-    step(_mm512_permutex2var_ps(b0, even_i, b1), off10);
-    step(_mm512_permutex2var_ps(b0, odd_i, b1), off11);
-    const __m512i i32 =
-        _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base + 2 * ow)), even_i), off);
-    _mm512_mask_storeu_ps(y + ow, m_out, best);
-    _mm512_mask_storeu_epi64(idx + ow, static_cast<__mmask8>(m_out & 0xFF),
-                             _mm512_cvtepi32_epi64(_mm512_castsi512_si256(i32)));
-    _mm512_mask_storeu_epi64(idx + ow + 8, static_cast<__mmask8>(m_out >> 8),
+    step(o0, off01);
+    step(e1, off10);
+    step(o1, off11);
+    return best;
+  };
+  auto store = [](float* y, std::int64_t* idx, __mmask16 m, __m512 best, __m512i i32) {
+    _mm512_mask_storeu_ps(y, m, best);
+    _mm512_mask_storeu_epi64(idx, static_cast<__mmask8>(m & 0xFF), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(i32)));
+    _mm512_mask_storeu_epi64(idx + 8, static_cast<__mmask8>(m >> 8),
                              _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(i32, 1)));
+  };
+  // The cursor: output row k = oh of the plane starting at xpl; its input rows start at
+  // xpl + 2 oh W.
+  const float* xpl = a.x + a.p0 * HW;
+  std::int64_t oh = 0;
+  auto advance = [&] {
+    if (++oh == Ho) oh = 0, xpl += HW;
+  };
+  const std::int64_t k0 = a.p0 * Ho, k1 = a.p1 * Ho;
+  if (Wo <= 8) {
+    // Lane j: row r = (j >= Wo), column c = j - r Wo; its even candidate is lane 2c of the
+    // first operand (row k) or of the second (row k + 1) of the permutes.
+    alignas(64) std::int32_t even[16], col[16];
+    for (int j = 0; j < 16; ++j) {
+      const int r = j >= Wo ? 1 : 0, c = j - r * static_cast<int>(Wo);
+      even[j] = j < 2 * Wo ? r * 16 + 2 * c : 0;
+      col[j] = j < 2 * Wo ? 2 * c : 0;
+    }
+    const __m512i even_i = _mm512_load_si512(even), odd_i = _mm512_add_epi32(even_i, off01);
+    const __m512i colv = _mm512_load_si512(col);
+    const __mmask16 m_in = simd::lanes_between(0, 2 * Wo), second_row = simd::lanes_between(Wo, 2 * Wo);
+    for (std::int64_t k = k0; k < k1; k += 2) {
+      const bool two = k + 1 < k1;
+      const float* t0 = xpl + 2 * oh * W;
+      const std::int64_t base0 = 2 * oh * W;
+      advance();
+      const float* t1 = t0;
+      std::int64_t base1 = base0;
+      if (two) t1 = xpl + 2 * oh * W, base1 = 2 * oh * W, advance();
+      const __m512 a0 = _mm512_maskz_loadu_ps(m_in, t0), b0 = _mm512_maskz_loadu_ps(m_in, t0 + W);
+      const __m512 a1 = _mm512_maskz_loadu_ps(m_in, t1), b1 = _mm512_maskz_loadu_ps(m_in, t1 + W);
+      __m512i off;
+      const __m512 best = window(_mm512_permutex2var_ps(a0, even_i, a1), _mm512_permutex2var_ps(a0, odd_i, a1),
+                                 _mm512_permutex2var_ps(b0, even_i, b1), _mm512_permutex2var_ps(b0, odd_i, b1), off);
+      const __m512i base = _mm512_mask_blend_epi32(second_row, _mm512_set1_epi32(static_cast<int>(base0)),
+                                                   _mm512_set1_epi32(static_cast<int>(base1)));
+      store(a.y + k * Wo, a.idx + k * Wo, simd::lanes_between(0, two ? 2 * Wo : Wo), best,
+            _mm512_add_epi32(_mm512_add_epi32(base, colv), off));
+    }
+    return;
+  }
+  const __m512i even_i = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd_i = _mm512_add_epi32(even_i, off01);
+  for (std::int64_t k = k0; k < k1; ++k, advance()) {
+    const float* r0 = xpl + 2 * oh * W;
+    const float* r1 = r0 + W;
+    for (std::int64_t ow = 0; ow < Wo; ow += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, Wo - ow);
+      // The 2n input columns: the first 16 and the rest.
+      const __mmask16 m_lo = simd::lanes_between(0, 2 * n), m_hi = simd::lanes_between(0, 2 * n - 16);
+      const float* p0 = r0 + 2 * ow;
+      const float* p1 = r1 + 2 * ow;
+      const __m512 a0 = _mm512_maskz_loadu_ps(m_lo, p0), a1 = _mm512_maskz_loadu_ps(m_hi, p0 + 16);
+      const __m512 b0 = _mm512_maskz_loadu_ps(m_lo, p1), b1 = _mm512_maskz_loadu_ps(m_hi, p1 + 16);
+      __m512i off;
+      const __m512 best = window(_mm512_permutex2var_ps(a0, even_i, a1), _mm512_permutex2var_ps(a0, odd_i, a1),
+                                 _mm512_permutex2var_ps(b0, even_i, b1), _mm512_permutex2var_ps(b0, odd_i, b1), off);
+      const __m512i i32 =
+          _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(2 * oh * W + 2 * ow)), even_i), off);
+      store(a.y + k * Wo + ow, a.idx + k * Wo + ow, simd::lanes_between(0, n), best, i32);
+    }
   }
 }
 #elif defined(__AVX2__)
@@ -203,13 +261,16 @@ inline void max_pool_2x2_row(const float* r0, const float* r1, std::int64_t base
 inline void max_pool_dense(const void* args) {
   const MaxPoolArgs& a = *static_cast<const MaxPoolArgs*>(args);
   const std::int64_t HW = a.H * a.W, P = a.Ho * a.Wo;
+#if defined(__AVX512F__)
+  if (a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && HW <= 0x7fffffff) return max_pool_2x2_planes(a);
+#endif
   for (std::int64_t pl = a.p0; pl < a.p1; ++pl) {
     const float* xpl = a.x + pl * HW;
     for (std::int64_t oh = 0; oh < a.Ho; ++oh) {
       float* yr = a.y + pl * P + oh * a.Wo;
       std::int64_t* ir = a.idx + pl * P + oh * a.Wo;
       const std::int64_t h0 = oh * a.sh;
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(__AVX512F__)
       // The indices are computed in 32 bits.
       if (a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && HW <= 0x7fffffff) {
         max_pool_2x2_row(xpl + h0 * a.W, xpl + (h0 + 1) * a.W, h0 * a.W, a.W, a.Wo, yr, ir);
