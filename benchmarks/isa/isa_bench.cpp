@@ -2,7 +2,9 @@
 // CPU runs (ms::cpu::set_isa), on one thread:
 //   chain   y = tanh(x*0.5 + 0.1)*1.5 - x/(1 + exp(x)) on 16M floats, through ms::jit
 //           (one fused node, the block interpreter);
-//   add     eager a + b on 16M floats (bandwidth), and on 1024 floats (per-call cost).
+//   add     eager a + b on 16M floats (bandwidth), and on 1024 floats (per-call cost);
+//   adam    optim::Adam's step over the Fashion-MNIST MLP's six parameters (269,322 floats),
+//           captured by ms::jit (six adam_update nodes).
 // Prints `isa <level> <name> <median> ms` lines (median of the repetitions).
 #include <algorithm>
 #include <chrono>
@@ -40,6 +42,19 @@ int main() {
   const std::int64_t n = std::int64_t{1} << 24;
   const auto x = input(n), y = input(n) * 0.5f;
   const auto xs = input(1024), ys = input(1024);
+  std::vector<ms::Tensor<float>> params, grads;
+  for (std::int64_t n : {256 * 784, 256, 256 * 256, 256, 10 * 256, 10}) {
+    params.push_back(input(n));
+    params.back().requires_grad_(true);
+    grads.push_back(input(n) * 0.01f);
+  }
+  ms::optim::Adam opt(params, 1e-3);
+  using T = const ms::Tensor<float>&;
+  auto adam_step = ms::jit([&](T g0, T g1, T g2, T g3, T g4, T g5) {
+    opt.step({g0, g1, g2, g3, g4, g5});
+    return std::vector<ms::Tensor<float>>{};
+  });
+  auto adam = [&] { adam_step(grads[0], grads[1], grads[2], grads[3], grads[4], grads[5]); };
   std::printf("isa: CPU kernels %s\n", ms::cpu::isa_summary().c_str());
   for (ms::cpu::Isa level : ms::cpu::compiled_isas()) {
     if (static_cast<int>(level) > static_cast<int>(ms::cpu::detected_isa())) continue;
@@ -55,6 +70,8 @@ int main() {
     std::printf("isa %.*s chain_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), chain_ms);
     std::printf("isa %.*s eager_add_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), add_ms);
     std::printf("isa %.*s eager_add_1k %.3f us\n", static_cast<int>(name.size()), name.data(), add_small_us);
+    const double adam_us = 1000.0 * median_ms(201, [&] { adam(); });
+    std::printf("isa %.*s adam_269k %.3f us\n", static_cast<int>(name.size()), name.data(), adam_us);
     if (sink == 12345.678) std::printf("\n");
   }
   return 0;

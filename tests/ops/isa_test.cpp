@@ -219,7 +219,9 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
         {"conv_im2col_f32", &ms::ops::detail::conv_im2col<float>},
         {"conv_im2col_f64", &ms::ops::detail::conv_im2col<double>},
         {"conv_col2im_add_f32", &ms::ops::detail::conv_col2im_add<float>},
-        {"conv_col2im_add_f64", &ms::ops::detail::conv_col2im_add<double>}};
+        {"conv_col2im_add_f64", &ms::ops::detail::conv_col2im_add<double>},
+        {"adam_update_f32", &ms::ops::detail::adam_update_kernel<float>},
+        {"adam_update_f64", &ms::ops::detail::adam_update_kernel<double>}};
     for (auto [name, base] : kernels) {
       INFO(name);
       // Above the baseline, the level's own copy (its row in the section ms_isa_fns).

@@ -12,9 +12,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "../core/parallel.hpp"
+#include "../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
+#include "../backend/cpu/kernels/adam.hpp"
+#include "isa_dispatch.hpp"
+#endif
 #include "binary.hpp"
 #include "elementwise.hpp"
 #include "nn.hpp"
@@ -24,64 +30,6 @@ namespace ms::ops {
 
 namespace detail {
 #if MS_KERNEL_BODIES  // the kernels: core/linkage.hpp
-
-/// Scalars of one adam_update call, in the parameter's dtype (as the composite form's
-/// scalar operands would be).
-template <class T>
-struct AdamScalars {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
-  T step_size, bc2_sqrt, decay;
-  bool l2, decoupled;
-};
-
-/// One element (or batch) of the update, in the order and rounding of optim::Adam's
-/// composite form:
-///   p = p * decay                                  (AdamW: decoupled decay)
-///   g = g + p * weight_decay                       (Adam: L2 term)
-///   m = m * beta1 + g * (1 - beta1);  v = v * beta2 + (g * g) * (1 - beta2)
-///   p = p - (m / (sqrt(v) / sqrt(1 - beta2^t) + eps)) * (lr / (1 - beta1^t))
-template <class V, class T>
-inline void adam_element(const AdamScalars<T>& s, V& p, V g, V& m, V& v) {
-  auto prod = [](V a, auto b) {
-    V r = a * b;
-    simd::no_contract(r);  // rounded before the following addition, as the separate ops are
-    return r;
-  };
-  if (s.decoupled) p = prod(p, s.decay);
-  if (s.l2) g = g + prod(p, s.weight_decay);
-  m = prod(m, s.beta1) + prod(g, s.one_minus_beta1);
-  v = prod(v, s.beta2) + prod(prod(g, g), s.one_minus_beta2);
-  V denom = simd::sqrt(v) / s.bc2_sqrt + s.eps;
-  p = p - prod(m / denom, s.step_size);
-}
-
-/// The update over elements [lo, hi), with the optional terms fixed at compile time. The
-/// scalars and pointers are local copies: read through references, they could alias the
-/// (float) outputs, and the compiler reloaded them after every store (the loop then took
-/// twice as long on a 200k-element parameter).
-template <bool Decoupled, bool L2, class T>
-void adam_range(AdamScalars<T> c, const T* pp, const T* gp, const T* mp, const T* vp, T* po, T* mo, T* vo,
-                std::int64_t lo, std::int64_t hi) {
-  c.decoupled = Decoupled;
-  c.l2 = L2;
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
-  std::int64_t i = lo;
-  for (; i + W <= hi; i += W) {
-    B p = B::load_unaligned(pp + i), m = B::load_unaligned(mp + i), v = B::load_unaligned(vp + i);
-    adam_element(c, p, B::load_unaligned(gp + i), m, v);
-    p.store_unaligned(po + i);
-    m.store_unaligned(mo + i);
-    v.store_unaligned(vo + i);
-  }
-  for (; i < hi; ++i) {
-    T p = pp[i], m = mp[i], v = vp[i];
-    adam_element(c, p, gp[i], m, v);
-    po[i] = p;
-    mo[i] = m;
-    vo[i] = v;
-  }
-}
 
 template <class T>
 void adam_update_run(const KernelArgs& k) {
@@ -107,16 +55,14 @@ void adam_update_run(const KernelArgs& k) {
   T* po = static_cast<T*>(k.out[0].raw_data());
   T* mo = static_cast<T*>(k.out[1].raw_data());
   T* vo = static_cast<T*>(k.out[2].raw_data());
-  // Outputs may share storage with p, m and v (an optimizer step writes them in place):
-  // each batch is loaded whole before its results are stored.
-  auto run = [&]<bool Decoupled, bool L2>() {
-    parallel_for(pin.numel(), kParallelGrain / 4, [=](std::int64_t lo, std::int64_t hi) {
-      adam_range<Decoupled, L2>(s, pp, gp, mp, vp, po, mo, vo, lo, hi);
-    });
-  };
-  if (s.decoupled) run.template operator()<true, false>();
-  else if (s.l2) run.template operator()<false, true>();
-  else run.template operator()<false, false>();
+  // On the kernel of the CPU level in force (backend/cpu/kernels/adam.hpp). Outputs may
+  // share storage with p, m and v (an optimizer step writes them in place).
+  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "adam_update_f32" : "adam_update_f64",
+                                     &adam_update_kernel<T>);
+  parallel_for(pin.numel(), kParallelGrain / 4, [=](std::int64_t lo, std::int64_t hi) {
+    const AdamArgs<T> a{s, pp, gp, mp, vp, po, mo, vo, lo, hi};
+    fn(&a);
+  });
 }
 
 /// The composite form, built from other registered ops (mul, add, sub, div, sqrt).

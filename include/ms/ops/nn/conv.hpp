@@ -302,10 +302,9 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const v
   const dnnl_dims_t strides{q.sh, q.sw}, dilates{q.dh - 1, q.dw - 1}, pad{q.ph, q.pw};
   auto prim = DnnlCache::instance().get(key, [&] {
     const std::string sh = shapes();
-    auto any = [&](const dnnl_memory_desc_t& md) {
+    auto with_tag = [&](const dnnl_memory_desc_t& md, dnnl_format_tag_t tag) {
       dnnl_memory_desc_t r;
-      dnnl_check(dnnl_memory_desc_init_by_tag(&r, md.ndims, md.dims, dt, dnnl_format_tag_any), op.name,
-                 "memory descriptor", sh);
+      dnnl_check(dnnl_memory_desc_init_by_tag(&r, md.ndims, md.dims, dt, tag), op.name, "memory descriptor", sh);
       return r;
     };
     // The weight gradient takes its activations channels-last (NHWC): with format "any"
@@ -317,14 +316,9 @@ inline void conv_dnnl(ConvPass pass, const OpDef& op, const ConvGeom& q, const v
     // layout and the primitive times tie (1 -> 32 5x5 on 28x28: 667 us either way), but
     // the transpose of the output gradient into NHWC costs more than its blocking: the
     // whole pass 1,000 us against 900. Measured for one group, in float32.
-    auto nhwc = [&](const dnnl_memory_desc_t& md) {
-      dnnl_memory_desc_t r;
-      dnnl_check(dnnl_memory_desc_init_by_tag(&r, md.ndims, md.dims, dt, dnnl_nhwc), op.name, "memory descriptor", sh);
-      return r;
-    };
     const bool channels_last = pass == ConvPass::grad_weight && q.G == 1 && q.C >= 4 && dt == dnnl_f32;
-    const dnnl_memory_desc_t xs = channels_last ? nhwc(src) : any(src), ys = channels_last ? nhwc(dst) : any(dst),
-                             ws = any(wei);
+    const dnnl_format_tag_t act = channels_last ? dnnl_nhwc : dnnl_format_tag_any;
+    const dnnl_memory_desc_t xs = with_tag(src, act), ys = with_tag(dst, act), ws = with_tag(wei, dnnl_format_tag_any);
     dnnl_convolution_desc_t fwd;
     dnnl_check(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct, &xs, &ws,
                                                           has_bias ? &bmd : nullptr, &ys, strides, dilates, pad, pad),
