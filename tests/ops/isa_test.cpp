@@ -221,7 +221,9 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
         {"conv_col2im_add_f32", &ms::ops::detail::conv_col2im_add<float>},
         {"conv_col2im_add_f64", &ms::ops::detail::conv_col2im_add<double>},
         {"adam_update_f32", &ms::ops::detail::adam_update_kernel<float>},
-        {"adam_update_f64", &ms::ops::detail::adam_update_kernel<double>}};
+        {"adam_update_f64", &ms::ops::detail::adam_update_kernel<double>},
+        {"reduce_run_sum_f32", &ms::ops::detail::reduce_run_kernel<ms::ops::detail::SumP<float>, float>},
+        {"reduce_col_sqdev_f64", &ms::ops::detail::reduce_col_kernel<ms::ops::detail::SqDevP<double>, double>}};
     for (auto [name, base] : kernels) {
       INFO(name);
       // Above the baseline, the level's own copy (its row in the section ms_isa_fns).

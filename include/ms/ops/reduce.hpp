@@ -1,8 +1,9 @@
 #pragma once
 // Reductions over axes: sum, prod, mean, max, min, var, std, argmax, argmin.
-// Belongs here: their op definitions, shape/dtype inference and CPU kernels
-// (pairwise SIMD sums along rows, blocked pairwise accumulation of rows for
-// leading-axis reductions, a permuting copy for any other layout). Kernels never
+// Belongs here: their op definitions, shape/dtype inference and the CPU kernels' loop
+// plans (rows, columns in tiles, fixed chunks for long runs, a permuting copy for any
+// other layout). The SIMD loops they call (pairwise runs, pairwise accumulation of rows)
+// are in backend/cpu/kernels/reduce.hpp, per CPU level for float and double. Kernels never
 // dispatch ops: they also run inside the graph executor.
 
 #include <algorithm>
@@ -15,7 +16,8 @@
 
 #include "../core/linkage.hpp"
 #if MS_KERNEL_BODIES  // core/linkage.hpp
-#include "../core/simd.hpp"
+#include "../backend/cpu/kernels/reduce.hpp"
+#include "isa_dispatch.hpp"
 #endif
 
 #include "../core/parallel.hpp"
@@ -302,112 +304,44 @@ inline AnyTensor reduced_last_copy(const AnyTensor& x, std::uint32_t& mask) {
   return contiguous_raw(AnyTensor::view_of(x.storage(), s, st, x.offset(), x.dtype()));
 }
 
-// ---- combine policies (one formula for scalars and xsimd batches) ------------------------------
-
-template <class T>
-struct SumP {
-  static constexpr bool centered = false;
-  static T identity() { return T(0); }
-  template <class V>
-  static V combine(V a, V b) { return simd::add(a, b); }
-  template <class V>
-  static V map(V x, V) { return x; }
-};
-template <class T>
-struct ProdP : SumP<T> {
-  static T identity() { return T(1); }
-  template <class V>
-  static V combine(V a, V b) { return simd::mul(a, b); }
-};
-template <class T>
-struct MaxP : SumP<T> {
-  static T identity() {
-    if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
-  }
-  // simd::max(a, b) returns b when either is NaN, the select keeps a NaN already in a.
-  template <class V>
-  static V combine(V a, V b) { return simd::select(simd::isnan(a), a, simd::max(a, b)); }
-};
-template <class T>
-struct MinP : SumP<T> {
-  static T identity() {
-    if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
-  }
-  template <class V>
-  static V combine(V a, V b) { return simd::select(simd::isnan(a), a, simd::min(a, b)); }
-};
-/// Squared deviation from a per-output center (the second pass of var/std).
-template <class T>
-struct SqDevP : SumP<T> {
-  static constexpr bool centered = true;
-  template <class V>
-  static V map(V x, V c) {
-    V d = x - c;
-    return d * d;
-  }
-};
-/// P without its map: combines partial results.
-template <class P>
-struct Plain : P {
-  static constexpr bool centered = false;
-  template <class V>
-  static V map(V x, V) { return x; }
-};
-template <class P>
-struct PlainOf { using type = Plain<P>; };
-template <class P>
-struct PlainOf<Plain<P>> { using type = Plain<P>; };
-
 /// Elements per parallel task along a row; fixed (not derived from the thread count) so the
 /// result is the same for any number of threads.
 inline constexpr std::int64_t kReduceChunk = 1 << 15;
-/// Below this many elements a run is reduced with four SIMD accumulators, above it pairwise.
-inline constexpr std::int64_t kPairwiseBase = 512;
 
+/// The run and column kernels of policy P (backend/cpu/kernels/reduce.hpp) for T: float and
+/// double on the CPU level in force (looked up once per op call), other dtypes on the
+/// program's own copy.
 template <class P, class T>
-T reduce_block(const T* p, std::int64_t n, T c) {
-  std::int64_t i = 0;
-  T r;
-  if constexpr (simd_type_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t W = B::size;
-    const B cb(c);
-    B a0(P::identity()), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 4 * W <= n; i += 4 * W) {
-      a0 = P::combine(a0, P::map(B::load_unaligned(p + i), cb));
-      a1 = P::combine(a1, P::map(B::load_unaligned(p + i + W), cb));
-      a2 = P::combine(a2, P::map(B::load_unaligned(p + i + 2 * W), cb));
-      a3 = P::combine(a3, P::map(B::load_unaligned(p + i + 3 * W), cb));
+struct ReduceKernels {
+  IsaFn run_fn = nullptr, col_fn = nullptr;
+  ReduceKernels() {
+    if constexpr (reduce_simd_v<T>) {
+      constexpr int t = std::is_same_v<T, double> ? 1 : 0;
+      run_fn = cpu::isa_function(kReduceKernelNames[0][P::id][t], &reduce_run_kernel<P, T>);
+      col_fn = cpu::isa_function(kReduceKernelNames[1][P::id][t], &reduce_col_kernel<P, T>);
     }
-    for (; i + W <= n; i += W) a0 = P::combine(a0, P::map(B::load_unaligned(p + i), cb));
-    a0 = P::combine(P::combine(a0, a1), P::combine(a2, a3));
-    alignas(64) T lanes[W];
-    a0.store_aligned(lanes);
-    r = lanes[0];
-    for (std::int64_t k = 1; k < W; ++k) r = P::combine(r, lanes[k]);
-  } else {
-    T a0 = P::identity(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 4 <= n; i += 4) {
-      a0 = P::combine(a0, P::map(p[i], c));
-      a1 = P::combine(a1, P::map(p[i + 1], c));
-      a2 = P::combine(a2, P::map(p[i + 2], c));
-      a3 = P::combine(a3, P::map(p[i + 3], c));
-    }
-    r = P::combine(P::combine(a0, a1), P::combine(a2, a3));
   }
-  for (; i < n; ++i) r = P::combine(r, P::map(p[i], c));
-  return r;
-}
-
-/// Pairwise reduction of a contiguous run: error grows with log(n), not n.
-template <class P, class T>
-T reduce_pairwise(const T* p, std::int64_t n, T c) {
-  if (n <= kPairwiseBase) return reduce_block<P>(p, n, c);
-  std::int64_t h = (n / 2) & ~std::int64_t{63};  // split on whole SIMD blocks
-  return P::combine(reduce_pairwise<P>(p, h, c), reduce_pairwise<P>(p + h, n - h, c));
-}
+  /// The pairwise reduction of x[0 .. n) (centered at c).
+  T run(const T* x, std::int64_t n, T c) const {
+    if constexpr (reduce_simd_v<T>) {
+      T r;
+      const ReduceRunArgs<T> a{x, n, c, &r};
+      run_fn(&a);
+      return r;
+    } else {
+      return reduce_pairwise<P>(x, n, c);
+    }
+  }
+  /// dst[0 .. w) = the pairwise reduction of `rows` rows of x, sr apart (see ReduceColArgs).
+  void columns(const T* x, std::int64_t rows, std::int64_t sr, std::int64_t w, const T* ctr, T* dst, T* scratch) const {
+    if constexpr (reduce_simd_v<T>) {
+      const ReduceColArgs<T> a{x, rows, sr, w, ctr, dst, scratch};
+      col_fn(&a);
+    } else {
+      col_pairwise<P>(x, rows, sr, w, ctr, dst, scratch);
+    }
+  }
+};
 
 /// Rows: out[a*oa] = reduce of the contiguous run x[a*sa .. a*sa + R).
 template <class P, class T>
@@ -417,10 +351,11 @@ void reduce_rows(const T* x, const Loop3& p, T* out, std::type_identity_t<const 
     if constexpr (P::centered) return center[a * p.oa];
     else return T(0);
   };
+  const ReduceKernels<P, T> k;
   if (R <= kReduceChunk) {
     const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(R, 1));
     parallel_for(A, grain, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t a = b; a < e; ++a) out[a * p.oa] = reduce_pairwise<P>(x + a * p.sa, R, ctr(a));
+      for (std::int64_t a = b; a < e; ++a) out[a * p.oa] = k.run(x + a * p.sa, R, ctr(a));
     }, 1);
     return;
   }
@@ -430,50 +365,11 @@ void reduce_rows(const T* x, const Loop3& p, T* out, std::type_identity_t<const 
   parallel_for(A * nc, 2, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
       std::int64_t a = t / nc, s = (t % nc) * kReduceChunk;
-      part[t] = reduce_pairwise<P>(x + a * p.sa + s, std::min(kReduceChunk, R - s), ctr(a));
+      part[t] = k.run(x + a * p.sa + s, std::min(kReduceChunk, R - s), ctr(a));
     }
   }, 1);
-  using Q = typename PlainOf<P>::type;
-  for (std::int64_t a = 0; a < A; ++a) out[a * p.oa] = reduce_pairwise<Q>(part.data() + a * nc, nc, T(0));
-}
-
-/// dst[0..w) = map(x) (First) or combine(dst, map(x)), vectorized across columns.
-template <class P, bool First, class T>
-inline void col_step(T* dst, const T* x, const T* ctr, std::int64_t w) {
-  std::int64_t c = 0;
-  if constexpr (simd_type_v<T>) {
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t W = B::size;
-    for (; c + W <= w; c += W) {
-      B v = B::load_unaligned(x + c);
-      if constexpr (P::centered) v = P::map(v, B::load_unaligned(ctr + c));
-      if constexpr (First) v.store_unaligned(dst + c);
-      else P::combine(B::load_unaligned(dst + c), v).store_unaligned(dst + c);
-    }
-  }
-  for (; c < w; ++c) {
-    T v = x[c];
-    if constexpr (P::centered) v = P::map(v, ctr[c]);
-    dst[c] = First ? v : P::combine(dst[c], v);
-  }
-}
-
-/// Rows accumulated this many at a time before pairwise combining.
-inline constexpr std::int64_t kColumnBase = 16;
-
-/// Pairwise column reduction of `rows` rows of width w (row stride sr) into dst. `scratch`
-/// holds one row of w per level of recursion (see col_levels).
-template <class P, class T>
-void col_pairwise(const T* x, std::int64_t rows, std::int64_t sr, std::int64_t w, const T* ctr, T* dst, T* scratch) {
-  if (rows <= kColumnBase) {
-    col_step<P, true>(dst, x, ctr, w);
-    for (std::int64_t r = 1; r < rows; ++r) col_step<P, false>(dst, x + r * sr, ctr, w);
-    return;
-  }
-  const std::int64_t h = rows / 2;
-  col_pairwise<P>(x, h, sr, w, ctr, dst, scratch);
-  col_pairwise<P>(x + h * sr, rows - h, sr, w, ctr, scratch, scratch + w);
-  col_step<typename PlainOf<P>::type, false>(dst, scratch, static_cast<const T*>(nullptr), w);
+  const ReduceKernels<typename PlainOf<P>::type, T> q;
+  for (std::int64_t a = 0; a < A; ++a) out[a * p.oa] = q.run(part.data() + a * nc, nc, T(0));
 }
 
 inline int col_levels(std::int64_t rows) {
@@ -496,6 +392,7 @@ void reduce_cols(const T* x, const Loop3& p, T* out, std::type_identity_t<const 
   const std::int64_t rc = std::max<std::int64_t>(64, kReduceChunk / C);
   const std::int64_t nrc = (R + rc - 1) / rc;
   std::vector<T> part(nrc > 1 ? static_cast<std::size_t>(A * nrc * C) : 0);
+  const ReduceKernels<P, T> kern;
   const int levels = col_levels(std::min(rc, R));
   const std::int64_t work = std::min(rc, R) * std::min(TW, C);
   parallel_for(A * ntile * nrc, std::max<std::int64_t>(1, kParallelGrain / work), [&](std::int64_t b, std::int64_t e) {
@@ -508,7 +405,7 @@ void reduce_cols(const T* x, const Loop3& p, T* out, std::type_identity_t<const 
       const std::int64_t c0 = j * TW, w = std::min(TW, C - c0), r0 = k * rc, rows = std::min(rc, R - r0);
       if constexpr (P::centered)
         for (std::int64_t c = 0; c < w; ++c) ctile[c] = center[a * p.oa + (c0 + c) * p.oc];
-      col_pairwise<P>(x + a * p.sa + r0 * p.sr + c0, rows, p.sr, w, ctile, tile, scratch);
+      kern.columns(x + a * p.sa + r0 * p.sr + c0, rows, p.sr, w, ctile, tile, scratch);
       if (nrc == 1) {
         for (std::int64_t c = 0; c < w; ++c) out[a * p.oa + (c0 + c) * p.oc] = tile[c];
       } else {
@@ -547,11 +444,12 @@ void arg_loop3(const T* x, const Loop3& p, std::int64_t* out) {
   using P = std::conditional_t<Max, MaxP<T>, MinP<T>>;
   const std::int64_t A = p.A, R = p.R, C = p.C;
   if (C == 1) {  // rows: find the extreme with SIMD, then its first position
+    const ReduceKernels<P, T> k;
     const std::int64_t grain = std::max<std::int64_t>(1, kParallelGrain / R);
     parallel_for(A, grain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t a = b; a < e; ++a) {
         const T* row = x + a * p.sa;
-        const T m = reduce_pairwise<P>(row, R, T(0));
+        const T m = k.run(row, R, T(0));
         std::int64_t i = 0;
         if (m != m) {
           while (row[i] == row[i]) ++i;
