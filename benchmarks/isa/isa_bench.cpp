@@ -3,6 +3,8 @@
 //   chain   y = tanh(x*0.5 + 0.1)*1.5 - x/(1 + exp(x)) on 16M floats, through ms::jit
 //           (one fused node, the block interpreter);
 //   add     eager a + b on 16M floats (bandwidth), and on 1024 floats (per-call cost);
+//   sum     eager sum of all 16M floats (one pairwise run per chunk), and over the first
+//           axis of a 4096 x 4096 view of them (columns);
 //   adam    optim::Adam's step over the Fashion-MNIST MLP's six parameters (269,322 floats),
 //           captured by ms::jit (six adam_update nodes).
 // Prints `isa <level> <name> <median> ms` lines (median of the repetitions).
@@ -42,6 +44,7 @@ int main() {
   const std::int64_t n = std::int64_t{1} << 24;
   const auto x = input(n), y = input(n) * 0.5f;
   const auto xs = input(1024), ys = input(1024);
+  const auto x2d = x.reshape({4096, 4096});
   std::vector<ms::Tensor<float>> params, grads;
   for (std::int64_t n : {256 * 784, 256, 256 * 256, 256, 10 * 256, 10}) {
     params.push_back(input(n));
@@ -70,6 +73,10 @@ int main() {
     std::printf("isa %.*s chain_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), chain_ms);
     std::printf("isa %.*s eager_add_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), add_ms);
     std::printf("isa %.*s eager_add_1k %.3f us\n", static_cast<int>(name.size()), name.data(), add_small_us);
+    const double sum_ms = median_ms(15, [&] { sink += ms::sum(x).data()[0]; });
+    const double sum_cols_ms = median_ms(15, [&] { sink += ms::sum(x2d, {0}).data()[0]; });
+    std::printf("isa %.*s sum_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), sum_ms);
+    std::printf("isa %.*s sum_cols_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), sum_cols_ms);
     const double adam_us = 1000.0 * median_ms(201, [&] { adam(); });
     std::printf("isa %.*s adam_269k %.3f us\n", static_cast<int>(name.size()), name.data(), adam_us);
     if (sink == 12345.678) std::printf("\n");
