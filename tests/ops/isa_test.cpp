@@ -223,7 +223,11 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
         {"adam_update_f32", &ms::ops::detail::adam_update_kernel<float>},
         {"adam_update_f64", &ms::ops::detail::adam_update_kernel<double>},
         {"reduce_run_sum_f32", &ms::ops::detail::reduce_run_kernel<ms::ops::detail::SumP<float>, float>},
-        {"reduce_col_sqdev_f64", &ms::ops::detail::reduce_col_kernel<ms::ops::detail::SqDevP<double>, double>}};
+        {"reduce_col_sqdev_f64", &ms::ops::detail::reduce_col_kernel<ms::ops::detail::SqDevP<double>, double>},
+        {"batch_norm_f32", &ms::ops::detail::batch_norm_kernel<float>},
+        {"layer_norm_grad_cols_f64", &ms::ops::detail::layer_norm_grad_cols_kernel<double>},
+        {"avg_pool_f32", &ms::ops::detail::avg_pool_kernel<false, false, float>},
+        {"adaptive_avg_pool_grad_f64", &ms::ops::detail::avg_pool_kernel<true, true, double>}};
     for (auto [name, base] : kernels) {
       INFO(name);
       // Above the baseline, the level's own copy (its row in the section ms_isa_fns).

@@ -11,9 +11,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/parallel.hpp"
+#include "../../core/linkage.hpp"
+#if MS_KERNEL_BODIES  // core/linkage.hpp
+#include "../../backend/cpu/kernels/norm.hpp"
+#include "../isa_dispatch.hpp"
+#endif
 #include "../dispatch.hpp"
 #include "../factory.hpp"
 #include "../views.hpp"
@@ -131,46 +137,12 @@ void batch_norm_run(const KernelArgs& k) {
   T* yp = static_cast<T*>(k.out[0].raw_data());
   T* mean_out = static_cast<T*>(k.out[1].raw_data());
   T* invstd_out = static_cast<T*>(k.out[2].raw_data());
+  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "batch_norm_f32" : "batch_norm_f64", &batch_norm_kernel<T>);
   parallel_for(C, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, M)),
                [&](std::int64_t cb, std::int64_t ce) {
-    for (std::int64_t c = cb; c < ce; ++c) {
-      double mean, var;
-      if (training) {  // two passes in double: mean, then squared deviations
-        double s = 0;
-        for (std::int64_t n = 0; n < N; ++n) {
-          const T* p = xp + (n * C + c) * S;
-          for (std::int64_t i = 0; i < S; ++i) s += static_cast<double>(p[i]);
-        }
-        mean = M > 0 ? s / static_cast<double>(M) : 0.0;
-        double ss = 0;
-        for (std::int64_t n = 0; n < N; ++n) {
-          const T* p = xp + (n * C + c) * S;
-          for (std::int64_t i = 0; i < S; ++i) {
-            const double d = static_cast<double>(p[i]) - mean;
-            ss += d * d;
-          }
-        }
-        var = M > 0 ? ss / static_cast<double>(M) : 0.0;
-        if (has_running) {  // the documented side effect: running statistics updated in place
-          const double unbiased = M > 1 ? ss / static_cast<double>(M - 1) : 0.0;
-          rm[c * rms] = static_cast<T>((1.0 - momentum) * static_cast<double>(rm[c * rms]) + momentum * mean);
-          rv[c * rvs] = static_cast<T>((1.0 - momentum) * static_cast<double>(rv[c * rvs]) + momentum * unbiased);
-        }
-      } else {
-        mean = static_cast<double>(rm[c * rms]);
-        var = static_cast<double>(rv[c * rvs]);
-      }
-      const double invstd = 1.0 / std::sqrt(var + eps);
-      mean_out[c] = static_cast<T>(mean);
-      invstd_out[c] = static_cast<T>(invstd);
-      const T a = static_cast<T>(static_cast<double>(wp[c * ws]) * invstd);
-      const T b = static_cast<T>(static_cast<double>(bp[c * bs]) - mean * static_cast<double>(wp[c * ws]) * invstd);
-      for (std::int64_t n = 0; n < N; ++n) {
-        const T* p = xp + (n * C + c) * S;
-        T* y = yp + (n * C + c) * S;
-        for (std::int64_t i = 0; i < S; ++i) y[i] = p[i] * a + b;
-      }
-    }
+    const BatchNormArgs<T> a{xp, wp, bp, ws, bs, rm, rv, rms, rvs, yp, mean_out, invstd_out, N, C, S, M,
+                             training, has_running, momentum, eps, cb, ce};
+    fn(&a);
   }, 1);
 }
 
@@ -190,35 +162,11 @@ void batch_norm_grad_run(const KernelArgs& k) {
   T* gx = static_cast<T*>(k.out[0].raw_data());
   T* gw = static_cast<T*>(k.out[1].raw_data());
   T* gb = static_cast<T*>(k.out[2].raw_data());
+  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "batch_norm_grad_f32" : "batch_norm_grad_f64", &batch_norm_grad_kernel<T>);
   parallel_for(C, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, M)),
                [&](std::int64_t cb, std::int64_t ce) {
-    for (std::int64_t c = cb; c < ce; ++c) {
-      const double mean = static_cast<double>(mp[c * ms_]), invstd = static_cast<double>(ip[c * is]);
-      const double w = static_cast<double>(wp[c * ws]);
-      double sg = 0, sgx = 0;  // sum g, sum g * xhat
-      for (std::int64_t n = 0; n < N; ++n) {
-        const T* gr = gp + (n * C + c) * S;
-        const T* xr = xp + (n * C + c) * S;
-        for (std::int64_t i = 0; i < S; ++i) {
-          sg += static_cast<double>(gr[i]);
-          sgx += static_cast<double>(gr[i]) * (static_cast<double>(xr[i]) - mean) * invstd;
-        }
-      }
-      gw[c] = static_cast<T>(sgx);
-      gb[c] = static_cast<T>(sg);
-      const double a = w * invstd;
-      const double mg = training && M > 0 ? sg / static_cast<double>(M) : 0.0;
-      const double mgx = training && M > 0 ? sgx / static_cast<double>(M) : 0.0;
-      for (std::int64_t n = 0; n < N; ++n) {
-        const T* gr = gp + (n * C + c) * S;
-        const T* xr = xp + (n * C + c) * S;
-        T* out = gx + (n * C + c) * S;
-        for (std::int64_t i = 0; i < S; ++i) {
-          const double xhat = (static_cast<double>(xr[i]) - mean) * invstd;
-          out[i] = static_cast<T>(a * (static_cast<double>(gr[i]) - mg - xhat * mgx));
-        }
-      }
-    }
+    const BatchNormGradArgs<T> a{gp, xp, wp, mp, ip, ws, ms_, is, gx, gw, gb, N, C, S, M, training, cb, ce};
+    fn(&a);
   }, 1);
 }
 
@@ -259,28 +207,10 @@ void layer_norm_run(const KernelArgs& k) {
     for (std::int64_t i = 0; i < k.out[1].numel(); ++i) mo[i] = T(0), ro[i] = static_cast<T>(1.0 / std::sqrt(eps));
     return;
   }
+  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "layer_norm_f32" : "layer_norm_f64", &layer_norm_kernel<T>);
   parallel_for(R, std::max<std::int64_t>(1, kParallelGrain / D), [&](std::int64_t rb, std::int64_t re) {
-    for (std::int64_t r = rb; r < re; ++r) {
-      const T* xr = xp + r * D;
-      double s = 0;
-      for (std::int64_t i = 0; i < D; ++i) s += static_cast<double>(xr[i]);
-      const double mean = s / static_cast<double>(D);
-      double ss = 0;
-      for (std::int64_t i = 0; i < D; ++i) {
-        const double d = static_cast<double>(xr[i]) - mean;
-        ss += d * d;
-      }
-      const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(D) + eps);
-      mo[r] = static_cast<T>(mean);
-      ro[r] = static_cast<T>(rstd);
-      T* y = yp + r * D;
-      for (std::int64_t i = 0; i < D; ++i) {
-        T v = static_cast<T>((static_cast<double>(xr[i]) - mean) * rstd);
-        if (wp) v *= wp[i];
-        if (bp) v += bp[i];
-        y[i] = v;
-      }
-    }
+    const LayerNormArgs<T> a{xp, wp, bp, nullptr, nullptr, nullptr, yp, mo, ro, nullptr, nullptr, nullptr, R, D, eps, rb, re};
+    fn(&a);
   }, 1);
 }
 
@@ -300,40 +230,17 @@ void layer_norm_grad_run(const KernelArgs& k) {
   T* gw = static_cast<T*>(k.out[1].raw_data());
   T* gb = static_cast<T*>(k.out[2].raw_data());
   if (D == 0) return;
+  const IsaFn rows_fn = cpu::isa_function(std::is_same_v<T, float> ? "layer_norm_grad_rows_f32" : "layer_norm_grad_rows_f64", &layer_norm_grad_rows_kernel<T>);
+  const IsaFn cols_fn = cpu::isa_function(std::is_same_v<T, float> ? "layer_norm_grad_cols_f32" : "layer_norm_grad_cols_f64", &layer_norm_grad_cols_kernel<T>);
   parallel_for(R, std::max<std::int64_t>(1, kParallelGrain / D), [&](std::int64_t rb, std::int64_t re) {
-    for (std::int64_t r = rb; r < re; ++r) {
-      const T* gr = gp + r * D;
-      const T* xr = xp + r * D;
-      const double m = static_cast<double>(mp[r]), rs = static_cast<double>(rp[r]);
-      double s1 = 0, s2 = 0;  // mean of dxhat and of dxhat * xhat
-      for (std::int64_t i = 0; i < D; ++i) {
-        const double dxh = static_cast<double>(gr[i]) * (wp ? static_cast<double>(wp[i]) : 1.0);
-        s1 += dxh;
-        s2 += dxh * (static_cast<double>(xr[i]) - m) * rs;
-      }
-      s1 /= static_cast<double>(D);
-      s2 /= static_cast<double>(D);
-      T* o = gx + r * D;
-      for (std::int64_t i = 0; i < D; ++i) {
-        const double dxh = static_cast<double>(gr[i]) * (wp ? static_cast<double>(wp[i]) : 1.0);
-        const double xh = (static_cast<double>(xr[i]) - m) * rs;
-        o[i] = static_cast<T>(rs * (dxh - s1 - xh * s2));
-      }
-    }
+    const LayerNormArgs<T> a{xp, wp, nullptr, gp, mp, rp, nullptr, nullptr, nullptr, gx, gw, gb, R, D, 0.0, rb, re};
+    rows_fn(&a);
   }, 1);
   // weight and bias gradients: column sums over the rows (parallel over columns, no races)
   parallel_for(D, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, R)),
                [&](std::int64_t cb, std::int64_t ce) {
-    for (std::int64_t c = cb; c < ce; ++c) {
-      double sw = 0, sb = 0;
-      for (std::int64_t r = 0; r < R; ++r) {
-        const double gv = static_cast<double>(gp[r * D + c]);
-        sb += gv;
-        sw += gv * (static_cast<double>(xp[r * D + c]) - static_cast<double>(mp[r])) * static_cast<double>(rp[r]);
-      }
-      gw[c] = static_cast<T>(sw);
-      gb[c] = static_cast<T>(sb);
-    }
+    const LayerNormArgs<T> a{xp, wp, nullptr, gp, mp, rp, nullptr, nullptr, nullptr, gx, gw, gb, R, D, 0.0, cb, ce};
+    cols_fn(&a);
   }, 1);
 }
 

@@ -18,6 +18,7 @@
 #include "../../core/parallel.hpp"
 #include "../../core/linkage.hpp"
 #if MS_KERNEL_BODIES  // core/linkage.hpp
+#include "../../backend/cpu/kernels/avg_pool.hpp"
 #include "../../backend/cpu/kernels/max_pool.hpp"
 #include "../isa_dispatch.hpp"
 #endif
@@ -332,43 +333,19 @@ void max_pool_grad_run(const KernelArgs& k, const PoolGeom& q) {
 /// windows of an ordinary (Adaptive = false) or adaptive pooling.
 template <bool Adaptive, bool Adjoint, class T>
 void avg_pool_run(const T* src, T* dst, const PoolGeom& q, bool count_include_pad) {
-  const std::int64_t HW = q.H * q.W, P = q.Ho * q.Wo;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  const std::int64_t HW = q.H * q.W;
+  // On the kernels of the CPU level in force (backend/cpu/kernels/avg_pool.hpp).
+  static constexpr const char* kNames[2][2][2] = {
+      {{"avg_pool_f32", "avg_pool_f64"}, {"avg_pool_grad_f32", "avg_pool_grad_f64"}},
+      {{"adaptive_avg_pool_f32", "adaptive_avg_pool_f64"}, {"adaptive_avg_pool_grad_f32", "adaptive_avg_pool_grad_f64"}}};
+  const IsaFn fn = cpu::isa_function(kNames[Adaptive][Adjoint][std::is_same_v<T, double>],
+                                     &avg_pool_kernel<Adaptive, Adjoint, T>);
   parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
                [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t pl = b; pl < e; ++pl) {
-      if constexpr (Adjoint) std::fill(dst + pl * HW, dst + (pl + 1) * HW, T(0));
-      for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
-        std::int64_t ha, hb, wa, wb, div_h;
-        if constexpr (Adaptive) {
-          ha = oh * q.H / q.Ho, hb = ((oh + 1) * q.H + q.Ho - 1) / q.Ho, div_h = hb - ha;
-        } else {
-          const std::int64_t h0 = oh * q.sh - q.ph;
-          ha = std::max<std::int64_t>(h0, 0), hb = std::min(h0 + q.kh, q.H);
-          div_h = count_include_pad ? std::min(h0 + q.kh, q.H + q.ph) - h0 : hb - ha;
-        }
-        for (std::int64_t ow = 0; ow < q.Wo; ++ow) {
-          std::int64_t div_w;
-          if constexpr (Adaptive) {
-            wa = ow * q.W / q.Wo, wb = ((ow + 1) * q.W + q.Wo - 1) / q.Wo, div_w = wb - wa;
-          } else {
-            const std::int64_t w0 = ow * q.sw - q.pw;
-            wa = std::max<std::int64_t>(w0, 0), wb = std::min(w0 + q.kw, q.W);
-            div_w = count_include_pad ? std::min(w0 + q.kw, q.W + q.pw) - w0 : wb - wa;
-          }
-          const T scale = T(1) / static_cast<T>(q.divisor > 0 ? q.divisor : div_h * div_w);
-          if constexpr (Adjoint) {
-            const T v = src[pl * P + oh * q.Wo + ow] * scale;
-            for (std::int64_t ih = ha; ih < hb; ++ih)
-              for (std::int64_t iw = wa; iw < wb; ++iw) dst[pl * HW + ih * q.W + iw] += v;
-          } else {
-            T s = T(0);
-            for (std::int64_t ih = ha; ih < hb; ++ih)
-              for (std::int64_t iw = wa; iw < wb; ++iw) s += src[pl * HW + ih * q.W + iw];
-            dst[pl * P + oh * q.Wo + ow] = s * scale;
-          }
-        }
-      }
-    }
+    const AvgPoolArgs<T> a{src, dst, q.H, q.W, q.Ho, q.Wo, q.kh, q.kw, q.sh, q.sw, q.ph, q.pw, q.divisor,
+                           count_include_pad, b, e};
+    fn(&a);
   }, 1);
 }
 
