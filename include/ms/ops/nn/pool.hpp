@@ -338,7 +338,8 @@ void avg_pool_run(const T* src, T* dst, const PoolGeom& q, bool count_include_pa
   // On the kernels of the CPU level in force (backend/cpu/kernels/avg_pool.hpp).
   static constexpr const char* kNames[2][2][2] = {
       {{"avg_pool_f32", "avg_pool_f64"}, {"avg_pool_grad_f32", "avg_pool_grad_f64"}},
-      {{"adaptive_avg_pool_f32", "adaptive_avg_pool_f64"}, {"adaptive_avg_pool_grad_f32", "adaptive_avg_pool_grad_f64"}}};
+      {{"adaptive_avg_pool_f32", "adaptive_avg_pool_f64"},
+       {"adaptive_avg_pool_grad_f32", "adaptive_avg_pool_grad_f64"}}};
   const IsaFn fn = cpu::isa_function(kNames[Adaptive][Adjoint][std::is_same_v<T, double>],
                                      &avg_pool_kernel<Adaptive, Adjoint, T>);
   parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
