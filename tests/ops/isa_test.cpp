@@ -227,7 +227,10 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
         {"batch_norm_f32", &ms::ops::detail::batch_norm_kernel<float>},
         {"layer_norm_grad_cols_f64", &ms::ops::detail::layer_norm_grad_cols_kernel<double>},
         {"avg_pool_f32", &ms::ops::detail::avg_pool_kernel<false, false, float>},
-        {"adaptive_avg_pool_grad_f64", &ms::ops::detail::avg_pool_kernel<true, true, double>}};
+        {"adaptive_avg_pool_grad_f64", &ms::ops::detail::avg_pool_kernel<true, true, double>},
+        {"log_softmax_rows_f32", &ms::ops::detail::softmax_rows_kernel<true, float>},
+        {"softmax_cols_f64", &ms::ops::detail::softmax_cols_kernel<false, double>},
+        {"cross_entropy_grad_f32", &ms::ops::detail::cross_entropy_grad_kernel<float>}};
     for (auto [name, base] : kernels) {
       INFO(name);
       // Above the baseline, the level's own copy (its row in the section ms_isa_fns).

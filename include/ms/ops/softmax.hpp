@@ -1,17 +1,20 @@
 #pragma once
 // Softmax and log_softmax over one axis (numerically stable: the
-// maximum is subtracted before exp). Belongs here: their op definitions and CPU
-// kernels (xsimd exp along contiguous rows, column tiles for any other axis).
+// maximum is subtracted before exp). Belongs here: their op definitions and the CPU
+// kernels' thread split; the loops (xsimd exp along contiguous rows, column tiles for any
+// other axis) are in backend/cpu/kernels/softmax.hpp, per CPU level.
 // Layer-level normalizations (batch/layer norm) belong with nn.
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "../core/linkage.hpp"
 #if MS_KERNEL_BODIES  // core/linkage.hpp
-#include "../core/simd.hpp"
+#include "../backend/cpu/kernels/softmax.hpp"
+#include "isa_dispatch.hpp"
 #endif
 
 #include "../core/parallel.hpp"
@@ -56,102 +59,6 @@ inline void infer_softmax(const OpDef& op, std::span<const TensorMeta> in, const
   out.push_back(in[0]);
 }
 
-/// max with NaN propagation (x86 maxps returns its second operand when either is NaN).
-template <class V>
-inline V max_nan(V a, V b) { return simd::select(simd::isnan(a), a, simd::max(a, b)); }
-
-/// One contiguous row of length n.
-template <bool Log, class T>
-void softmax_row(const T* x, T* y, std::int64_t n) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = B::size;
-  std::int64_t i = 0;
-  B vm(-std::numeric_limits<T>::infinity());
-  for (; i + W <= n; i += W) vm = max_nan(vm, B::load_unaligned(x + i));
-  alignas(64) T lanes[W];
-  vm.store_aligned(lanes);
-  T m = lanes[0];
-  for (std::int64_t k = 1; k < W; ++k) m = max_nan(m, lanes[k]);
-  for (; i < n; ++i) m = max_nan(m, x[i]);
-
-  const B bm(m);
-  B vs0(T(0)), vs1(T(0));
-  i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    B e0 = xsimd::exp(B::load_unaligned(x + i) - bm), e1 = xsimd::exp(B::load_unaligned(x + i + W) - bm);
-    if constexpr (!Log) e0.store_unaligned(y + i), e1.store_unaligned(y + i + W);
-    vs0 += e0;
-    vs1 += e1;
-  }
-  for (; i + W <= n; i += W) {
-    B e0 = xsimd::exp(B::load_unaligned(x + i) - bm);
-    if constexpr (!Log) e0.store_unaligned(y + i);
-    vs0 += e0;
-  }
-  T s = xsimd::hadd(vs0 + vs1);
-  for (; i < n; ++i) {
-    T e = std::exp(x[i] - m);
-    if constexpr (!Log) y[i] = e;
-    s += e;
-  }
-  i = 0;
-  if constexpr (Log) {  // (x - m) - log(s): x - m is exact near the maximum, m + log(s) would round
-    const T ls = std::log(s);
-    const B bls(ls);
-    for (; i + W <= n; i += W) ((B::load_unaligned(x + i) - bm) - bls).store_unaligned(y + i);
-    for (; i < n; ++i) y[i] = (x[i] - m) - ls;
-  } else {
-    const T r = T(1) / s;
-    const B br(r);
-    for (; i + W <= n; i += W) (B::load_unaligned(y + i) * br).store_unaligned(y + i);
-    for (; i < n; ++i) y[i] *= r;
-  }
-}
-
-/// A tile of w columns of a contiguous (R, C) block (row stride C): softmax down each column.
-template <bool Log, class T>
-void softmax_cols(const T* x, T* y, std::int64_t R, std::int64_t C, std::int64_t w, T* m, T* s) {
-  using B = xsimd::batch<T>;
-  constexpr std::int64_t W = B::size;
-  std::copy(x, x + w, m);
-  for (std::int64_t r = 1; r < R; ++r) {
-    const T* row = x + r * C;
-    std::int64_t c = 0;
-    for (; c + W <= w; c += W) max_nan(B::load_unaligned(m + c), B::load_unaligned(row + c)).store_unaligned(m + c);
-    for (; c < w; ++c) m[c] = max_nan(m[c], row[c]);
-  }
-  std::fill(s, s + w, T(0));
-  for (std::int64_t r = 0; r < R; ++r) {
-    const T* row = x + r * C;
-    T* out = y + r * C;
-    std::int64_t c = 0;
-    for (; c + W <= w; c += W) {
-      B e = xsimd::exp(B::load_unaligned(row + c) - B::load_unaligned(m + c));
-      if constexpr (!Log) e.store_unaligned(out + c);
-      (B::load_unaligned(s + c) + e).store_unaligned(s + c);
-    }
-    for (; c < w; ++c) {
-      T e = std::exp(row[c] - m[c]);
-      if constexpr (!Log) out[c] = e;
-      s[c] += e;
-    }
-  }
-  for (std::int64_t c = 0; c < w; ++c) s[c] = Log ? std::log(s[c]) : T(1) / s[c];
-  for (std::int64_t r = 0; r < R; ++r) {
-    const T* row = x + r * C;
-    T* out = y + r * C;
-    std::int64_t c = 0;
-    if constexpr (Log) {
-      for (; c + W <= w; c += W)
-        ((B::load_unaligned(row + c) - B::load_unaligned(m + c)) - B::load_unaligned(s + c)).store_unaligned(out + c);
-      for (; c < w; ++c) out[c] = (row[c] - m[c]) - s[c];
-    } else {
-      for (; c + W <= w; c += W) (B::load_unaligned(out + c) * B::load_unaligned(s + c)).store_unaligned(out + c);
-      for (; c < w; ++c) out[c] *= s[c];
-    }
-  }
-}
-
 template <bool Log>
 void softmax_kernel(const KernelArgs& k) {
   const AnyTensor x = contiguous_raw(k.in[0]);
@@ -167,12 +74,21 @@ void softmax_kernel(const KernelArgs& k) {
       T* yp = static_cast<T*>(y.raw_data());
       // exp costs ~10 flops an element, so threads pay off sooner than for a copy.
       constexpr std::int64_t grain = kParallelGrain / 4;
+      // On the kernels of the CPU level in force (backend/cpu/kernels/softmax.hpp).
+      constexpr int t = std::is_same_v<T, double> ? 1 : 0;
+      static constexpr const char* kRows[2][2] = {{"softmax_rows_f32", "softmax_rows_f64"},
+                                                  {"log_softmax_rows_f32", "log_softmax_rows_f64"}};
+      static constexpr const char* kCols[2][2] = {{"softmax_cols_f32", "softmax_cols_f64"},
+                                                  {"log_softmax_cols_f32", "log_softmax_cols_f64"}};
       if (C == 1) {
+        const IsaFn fn = cpu::isa_function(kRows[Log][t], &softmax_rows_kernel<Log, T>);
         parallel_for(A, std::max<std::int64_t>(1, grain / R), [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t a = b; a < e; ++a) softmax_row<Log>(xp + a * R, yp + a * R, R);
+          const SoftmaxArgs<T> args{xp, yp, R, 1, 1, nullptr, nullptr, b, e};
+          fn(&args);
         }, 1);
         return;
       }
+      const IsaFn fn = cpu::isa_function(kCols[Log][t], &softmax_cols_kernel<Log, T>);
       constexpr std::int64_t TW = 256;
       const std::int64_t ntile = (C + TW - 1) / TW;
       parallel_for(A * ntile, std::max<std::int64_t>(1, grain / (R * std::min(C, TW))), [&](std::int64_t b, std::int64_t e) {
@@ -180,7 +96,8 @@ void softmax_kernel(const KernelArgs& k) {
         for (std::int64_t t = b; t < e; ++t) {
           const std::int64_t a = t / ntile, c0 = (t % ntile) * TW;
           const std::int64_t off = a * R * C + c0;
-          softmax_cols<Log>(xp + off, yp + off, R, C, std::min(TW, C - c0), m, s);
+          const SoftmaxArgs<T> args{xp + off, yp + off, R, C, std::min(TW, C - c0), m, s, 0, 0};
+          fn(&args);
         }
       }, 1);
     } else {

@@ -13,12 +13,14 @@
 #include <string>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/parallel.hpp"
 #include "../../core/linkage.hpp"
 #if MS_KERNEL_BODIES  // core/linkage.hpp
-#include "../../core/simd.hpp"
+#include "../../backend/cpu/kernels/loss.hpp"
+#include "../isa_dispatch.hpp"
 #endif
 #include "../dispatch.hpp"
 #include "../views.hpp"
@@ -184,62 +186,27 @@ inline std::int64_t count_kept(const AnyTensor& target, std::int64_t ignore_inde
   return cnt;
 }
 
-/// Room for one row of shifted_exp: C doubles rounded up to whole SIMD batches.
-inline std::size_t exp_buffer_size(std::int64_t C) {
-  constexpr std::int64_t W = static_cast<std::int64_t>(xsimd::batch<double>::size);
-  return static_cast<std::size_t>((C + W - 1) / W * W);
-}
-
-/// e[c] = exp(z[c] - m) for the row's maximum m (returned in m), in double through SIMD
-/// batches (the padding lanes of the last batch are not used); returns sum_c e[c]. One
-/// exp per element, shared by the loss and its gradient (scalar std::exp made them a
-/// large part of a small classifier's step).
-template <class T>
-double shifted_exp(const T* z, std::int64_t C, std::vector<double>& e, double& m) {
-  using D = xsimd::batch<double>;
-  constexpr std::int64_t W = static_cast<std::int64_t>(D::size);
-  m = -std::numeric_limits<double>::infinity();
-  for (std::int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(z[c]));
-  const std::int64_t padded = static_cast<std::int64_t>(e.size());
-  for (std::int64_t c = 0; c < padded; ++c)
-    e[static_cast<std::size_t>(c)] = c < C ? static_cast<double>(z[c]) - m : 0.0;
-  for (std::int64_t c = 0; c < padded; c += W) xsimd::exp(D::load_unaligned(e.data() + c)).store_unaligned(e.data() + c);
-  double s = 0;
-  for (std::int64_t c = 0; c < C; ++c) s += e[static_cast<std::size_t>(c)];
-  return s;
-}
-
 template <class T>
 void cross_entropy_run(const KernelArgs& k) {
   const AnyTensor z = contiguous_raw(k.in[0]);
   const AnyTensor& target = k.in[1];
   const auto at = attrs_as<CrossEntropyAttrs>(k.op, k.attrs);
   const Reduction red = at.kind();
-  const double eps = at.label_smoothing;
-  const std::int64_t ignore = at.ignore_index;
   const std::int64_t N = z.shape()[0], C = z.shape()[1];
-  check_targets(k.op, target, C, ignore);
-  const T* zp = static_cast<const T*>(z.raw_data());
-  const std::int64_t* tp = static_cast<const std::int64_t*>(target.raw_data());
-  const std::int64_t ts = target.strides()[0];
+  check_targets(k.op, target, C, at.ignore_index);
   std::vector<double> row(static_cast<std::size_t>(N), 0.0);
   std::vector<char> keep(static_cast<std::size_t>(N), 0);
+  // On the kernels of the CPU level in force (backend/cpu/kernels/loss.hpp).
+  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "cross_entropy_f32" : "cross_entropy_f64",
+                                     &cross_entropy_kernel<T>);
   parallel_for(N, std::max<std::int64_t>(1, kParallelGrain / 8 / std::max<std::int64_t>(1, C)),
                [&](std::int64_t b, std::int64_t end) {
-    std::vector<double> e(exp_buffer_size(C));
-    for (std::int64_t i = b; i < end; ++i) {
-      const std::int64_t t = tp[i * ts];
-      if (t == ignore) continue;
-      const T* zr = zp + i * C;
-      double sz = 0;
-      for (std::int64_t c = 0; c < C; ++c) sz += static_cast<double>(zr[c]);
-      double m = 0;
-      const double s = shifted_exp(zr, C, e, m);
-      const double lse = m + std::log(s);
-      // -(1 - eps) * logp[t] - eps / C * sum_c logp[c]
-      row[static_cast<std::size_t>(i)] = (1.0 - eps) * (lse - static_cast<double>(zr[t])) + eps * (lse - sz / static_cast<double>(C));
-      keep[static_cast<std::size_t>(i)] = 1;
-    }
+    std::vector<double> e(cross_entropy_scratch(C));
+    CrossEntropyArgs<T> a{};
+    a.z = static_cast<const T*>(z.raw_data()), a.target = static_cast<const std::int64_t*>(target.raw_data());
+    a.ts = target.strides()[0], a.ignore = at.ignore_index, a.C = C, a.eps = at.label_smoothing;
+    a.row = row.data(), a.keep = keep.data(), a.e = e.data(), a.i0 = b, a.i1 = end;
+    fn(&a);
   }, 1);
   reduce_loss(row, keep, red, static_cast<T*>(k.out[0].raw_data()));
 }
@@ -251,32 +218,20 @@ void cross_entropy_grad_run(const KernelArgs& k) {
   const AnyTensor g = contiguous_raw(k.in[2]);
   const auto at = attrs_as<CrossEntropyAttrs>(k.op, k.attrs);
   const Reduction red = at.kind();
-  const double eps = at.label_smoothing;
-  const std::int64_t ignore = at.ignore_index;
   const std::int64_t N = z.shape()[0], C = z.shape()[1];
-  check_targets(k.op, target, C, ignore);
-  const double denom = red == Reduction::mean ? static_cast<double>(count_kept(target, ignore)) : 1.0;
-  const T* zp = static_cast<const T*>(z.raw_data());
-  const T* gp = static_cast<const T*>(g.raw_data());
-  const std::int64_t* tp = static_cast<const std::int64_t*>(target.raw_data());
-  const std::int64_t ts = target.strides()[0];
-  T* out = static_cast<T*>(k.out[0].raw_data());
+  check_targets(k.op, target, C, at.ignore_index);
+  const double denom = red == Reduction::mean ? static_cast<double>(count_kept(target, at.ignore_index)) : 1.0;
+  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "cross_entropy_grad_f32" : "cross_entropy_grad_f64",
+                                     &cross_entropy_grad_kernel<T>);
   parallel_for(N, std::max<std::int64_t>(1, kParallelGrain / 8 / std::max<std::int64_t>(1, C)),
                [&](std::int64_t b, std::int64_t end) {
-    std::vector<double> e(exp_buffer_size(C));
-    for (std::int64_t i = b; i < end; ++i) {
-      const std::int64_t t = tp[i * ts];
-      T* o = out + i * C;
-      if (t == ignore) {
-        std::fill(o, o + C, T(0));
-        continue;
-      }
-      const T* zr = zp + i * C;
-      const double gi = static_cast<double>(red == Reduction::none ? gp[i] : gp[0]) / denom;
-      double m = 0;
-      const double inv = 1.0 / shifted_exp(zr, C, e, m), u = eps / static_cast<double>(C);
-      for (std::int64_t c = 0; c < C; ++c) o[c] = static_cast<T>(gi * (e[static_cast<std::size_t>(c)] * inv - u - (c == t ? 1.0 - eps : 0.0)));
-    }
+    std::vector<double> e(cross_entropy_scratch(C));
+    CrossEntropyArgs<T> a{};
+    a.z = static_cast<const T*>(z.raw_data()), a.target = static_cast<const std::int64_t*>(target.raw_data());
+    a.ts = target.strides()[0], a.ignore = at.ignore_index, a.C = C, a.eps = at.label_smoothing;
+    a.g = static_cast<const T*>(g.raw_data()), a.g_per_row = red == Reduction::none, a.denom = denom;
+    a.out = static_cast<T*>(k.out[0].raw_data()), a.e = e.data(), a.i0 = b, a.i1 = end;
+    fn(&a);
   }, 1);
 }
 
