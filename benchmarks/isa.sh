@@ -24,7 +24,7 @@ for build in default native; do
   OMP_NUM_THREADS=1 "$work/$build/isa_bench" | sed "s/^isa /isa $build /" | tee "$work/$build.txt"
 done
 best=$(grep -h "^isa default " "$work/default.txt" | awk '{print $3}' | tail -1)
-for name in chain_16M eager_add_16M eager_add_1k sum_16M sum_cols_16M adam_269k; do
+for name in chain_16M eager_add_16M eager_add_1k sum_16M sum_cols_16M softmax_16M xent_4096x1000 adam_269k; do
   d=$(awk -v b="$best" -v n="$name" '$3 == b && $4 == n { print $5 }' "$work/default.txt")
   nat=$(awk -v b="$best" -v n="$name" '$3 == b && $4 == n { print $5 }' "$work/native.txt")
   nat_base=$(awk -v n="$name" '$3 == "baseline" && $4 == n { print $5 }' "$work/native.txt")

@@ -5,6 +5,8 @@
 //   add     eager a + b on 16M floats (bandwidth), and on 1024 floats (per-call cost);
 //   sum     eager sum of all 16M floats (one pairwise run per chunk), and over the first
 //           axis of a 4096 x 4096 view of them (columns);
+//   softmax softmax along the rows of that 4096 x 4096 view;
+//   xent    cross_entropy of 4096 x 1000 logits (its forward pass);
 //   adam    optim::Adam's step over the Fashion-MNIST MLP's six parameters (269,322 floats),
 //           captured by ms::jit (six adam_update nodes).
 // Prints `isa <level> <name> <median> ms` lines (median of the repetitions).
@@ -45,6 +47,10 @@ int main() {
   const auto x = input(n), y = input(n) * 0.5f;
   const auto xs = input(1024), ys = input(1024);
   const auto x2d = x.reshape({4096, 4096});
+  const auto logits = input(4096 * 1000).reshape({4096, 1000});
+  std::vector<std::int64_t> label_values(4096);
+  for (std::size_t i = 0; i < label_values.size(); ++i) label_values[i] = static_cast<std::int64_t>(i * 7 % 1000);
+  const auto labels = ms::from_vector(label_values, {4096});
   std::vector<ms::Tensor<float>> params, grads;
   for (std::int64_t n : {256 * 784, 256, 256 * 256, 256, 10 * 256, 10}) {
     params.push_back(input(n));
@@ -77,6 +83,10 @@ int main() {
     const double sum_cols_ms = median_ms(15, [&] { sink += ms::sum(x2d, {0}).data()[0]; });
     std::printf("isa %.*s sum_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), sum_ms);
     std::printf("isa %.*s sum_cols_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), sum_cols_ms);
+    const double softmax_ms = median_ms(15, [&] { sink += ms::softmax(x2d, -1).data()[0]; });
+    const double xent_ms = median_ms(15, [&] { sink += ms::cross_entropy(logits, labels).data()[0]; });
+    std::printf("isa %.*s softmax_16M %.3f ms\n", static_cast<int>(name.size()), name.data(), softmax_ms);
+    std::printf("isa %.*s xent_4096x1000 %.3f ms\n", static_cast<int>(name.size()), name.data(), xent_ms);
     const double adam_us = 1000.0 * median_ms(201, [&] { adam(); });
     std::printf("isa %.*s adam_269k %.3f us\n", static_cast<int>(name.size()), name.data(), adam_us);
     if (sink == 12345.678) std::printf("\n");
