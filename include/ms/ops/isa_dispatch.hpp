@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/cpu_isa.hpp"
@@ -32,6 +33,12 @@ MS_IMPL Isa isa();
 /// or `base`, the program's own copy, when that level is the baseline or has no such row.
 /// Look it up once per op call, outside the parallel part.
 MS_IMPL ops::IsaFn isa_function(std::string_view name, ops::IsaFn base);
+/// isa_function for a kernel compiled for float and double: row f32 or f64 by T.
+template <class T>
+ops::IsaFn isa_function_for(std::string_view f32, std::string_view f64, ops::IsaFn base) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  return isa_function(std::is_same_v<T, float> ? f32 : f64, base);
+}
 /// "avx512 (x86-64-v4 (AVX-512 F/BW/DQ/VL)); compiled: baseline sse4 avx2 avx512; CPU: avx512".
 MS_IMPL std::string isa_summary();
 /// Binds every elementwise op to the kernels of `level` (for tests and benchmarks that

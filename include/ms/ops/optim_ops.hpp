@@ -57,8 +57,7 @@ void adam_update_run(const KernelArgs& k) {
   T* vo = static_cast<T*>(k.out[2].raw_data());
   // On the kernel of the CPU level in force (backend/cpu/kernels/adam.hpp). Outputs may
   // share storage with p, m and v (an optimizer step writes them in place).
-  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "adam_update_f32" : "adam_update_f64",
-                                     &adam_update_kernel<T>);
+  const IsaFn fn = cpu::isa_function_for<T>("adam_update_f32", "adam_update_f64", &adam_update_kernel<T>);
   parallel_for(pin.numel(), kParallelGrain / 4, [=](std::int64_t lo, std::int64_t hi) {
     const AdamArgs<T> a{s, pp, gp, mp, vp, po, mo, vo, lo, hi};
     fn(&a);

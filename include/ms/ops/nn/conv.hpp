@@ -171,9 +171,8 @@ struct ConvColumns {
   IsaFn to_col, add_from_col;
 
   explicit ConvColumns(const ConvGeom& q)
-      : to_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_im2col_f32" : "conv_im2col_f64", &conv_im2col<T>)),
-        add_from_col(cpu::isa_function(std::is_same_v<T, float> ? "conv_col2im_add_f32" : "conv_col2im_add_f64",
-                                       &conv_col2im_add<T>)) {
+      : to_col(cpu::isa_function_for<T>("conv_im2col_f32", "conv_im2col_f64", &conv_im2col<T>)),
+        add_from_col(cpu::isa_function_for<T>("conv_col2im_add_f32", "conv_col2im_add_f64", &conv_col2im_add<T>)) {
     geom.image_stride = q.C * q.H * q.W;
     geom.Cg = q.Cg(), geom.H = q.H, geom.W = q.W, geom.kh = q.kh, geom.kw = q.kw, geom.sh = q.sh, geom.sw = q.sw;
     geom.ph = q.ph, geom.pw = q.pw, geom.dh = q.dh, geom.dw = q.dw, geom.Ho = q.Ho, geom.Wo = q.Wo;

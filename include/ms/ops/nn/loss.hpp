@@ -186,6 +186,16 @@ inline std::int64_t count_kept(const AnyTensor& target, std::int64_t ignore_inde
   return cnt;
 }
 
+/// The arguments both cross-entropy kernels read: logits z (N, C), targets, ignore_index
+/// and label smoothing.
+template <class T>
+CrossEntropyArgs<T> cross_entropy_args(const AnyTensor& z, const AnyTensor& target, const CrossEntropyAttrs& at) {
+  CrossEntropyArgs<T> a{};
+  a.z = static_cast<const T*>(z.raw_data()), a.target = static_cast<const std::int64_t*>(target.raw_data());
+  a.ts = target.strides()[0], a.ignore = at.ignore_index, a.C = z.shape()[1], a.eps = at.label_smoothing;
+  return a;
+}
+
 template <class T>
 void cross_entropy_run(const KernelArgs& k) {
   const AnyTensor z = contiguous_raw(k.in[0]);
@@ -197,14 +207,11 @@ void cross_entropy_run(const KernelArgs& k) {
   std::vector<double> row(static_cast<std::size_t>(N), 0.0);
   std::vector<char> keep(static_cast<std::size_t>(N), 0);
   // On the kernels of the CPU level in force (backend/cpu/kernels/loss.hpp).
-  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "cross_entropy_f32" : "cross_entropy_f64",
-                                     &cross_entropy_kernel<T>);
+  const IsaFn fn = cpu::isa_function_for<T>("cross_entropy_f32", "cross_entropy_f64", &cross_entropy_kernel<T>);
   parallel_for(N, std::max<std::int64_t>(1, kParallelGrain / 8 / std::max<std::int64_t>(1, C)),
                [&](std::int64_t b, std::int64_t end) {
     std::vector<double> e(cross_entropy_scratch(C));
-    CrossEntropyArgs<T> a{};
-    a.z = static_cast<const T*>(z.raw_data()), a.target = static_cast<const std::int64_t*>(target.raw_data());
-    a.ts = target.strides()[0], a.ignore = at.ignore_index, a.C = C, a.eps = at.label_smoothing;
+    CrossEntropyArgs<T> a = cross_entropy_args<T>(z, target, at);
     a.row = row.data(), a.keep = keep.data(), a.e = e.data(), a.i0 = b, a.i1 = end;
     fn(&a);
   }, 1);
@@ -221,14 +228,12 @@ void cross_entropy_grad_run(const KernelArgs& k) {
   const std::int64_t N = z.shape()[0], C = z.shape()[1];
   check_targets(k.op, target, C, at.ignore_index);
   const double denom = red == Reduction::mean ? static_cast<double>(count_kept(target, at.ignore_index)) : 1.0;
-  const IsaFn fn = cpu::isa_function(std::is_same_v<T, float> ? "cross_entropy_grad_f32" : "cross_entropy_grad_f64",
-                                     &cross_entropy_grad_kernel<T>);
+  const IsaFn fn =
+      cpu::isa_function_for<T>("cross_entropy_grad_f32", "cross_entropy_grad_f64", &cross_entropy_grad_kernel<T>);
   parallel_for(N, std::max<std::int64_t>(1, kParallelGrain / 8 / std::max<std::int64_t>(1, C)),
                [&](std::int64_t b, std::int64_t end) {
     std::vector<double> e(cross_entropy_scratch(C));
-    CrossEntropyArgs<T> a{};
-    a.z = static_cast<const T*>(z.raw_data()), a.target = static_cast<const std::int64_t*>(target.raw_data());
-    a.ts = target.strides()[0], a.ignore = at.ignore_index, a.C = C, a.eps = at.label_smoothing;
+    CrossEntropyArgs<T> a = cross_entropy_args<T>(z, target, at);
     a.g = static_cast<const T*>(g.raw_data()), a.g_per_row = red == Reduction::none, a.denom = denom;
     a.out = static_cast<T*>(k.out[0].raw_data()), a.e = e.data(), a.i0 = b, a.i1 = end;
     fn(&a);

@@ -117,13 +117,6 @@ inline void bn_dims(const Shape& s, std::int64_t& N, std::int64_t& C, std::int64
   for (int i = 2; i < s.rank(); ++i) S *= s[i];
 }
 
-/// The copy of a normalization kernel (backend/cpu/kernels/norm.hpp) for T at the CPU level
-/// in force: row f32 or f64, else the program's own (base).
-template <class T>
-IsaFn norm_kernel(const char* f32, const char* f64, IsaFn base) {
-  return cpu::isa_function(std::is_same_v<T, float> ? f32 : f64, base);
-}
-
 template <class T>
 void batch_norm_run(const KernelArgs& k) {
   const AnyTensor x = contiguous_raw(k.in[0]);
@@ -144,7 +137,7 @@ void batch_norm_run(const KernelArgs& k) {
   T* yp = static_cast<T*>(k.out[0].raw_data());
   T* mean_out = static_cast<T*>(k.out[1].raw_data());
   T* invstd_out = static_cast<T*>(k.out[2].raw_data());
-  const IsaFn fn = norm_kernel<T>("batch_norm_f32", "batch_norm_f64", &batch_norm_kernel<T>);
+  const IsaFn fn = cpu::isa_function_for<T>("batch_norm_f32", "batch_norm_f64", &batch_norm_kernel<T>);
   parallel_for(C, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, M)),
                [&](std::int64_t cb, std::int64_t ce) {
     const BatchNormArgs<T> a{xp, wp, bp, ws, bs, rm, rv, rms, rvs, yp, mean_out, invstd_out, N, C, S, M,
@@ -169,7 +162,7 @@ void batch_norm_grad_run(const KernelArgs& k) {
   T* gx = static_cast<T*>(k.out[0].raw_data());
   T* gw = static_cast<T*>(k.out[1].raw_data());
   T* gb = static_cast<T*>(k.out[2].raw_data());
-  const IsaFn fn = norm_kernel<T>("batch_norm_grad_f32", "batch_norm_grad_f64", &batch_norm_grad_kernel<T>);
+  const IsaFn fn = cpu::isa_function_for<T>("batch_norm_grad_f32", "batch_norm_grad_f64", &batch_norm_grad_kernel<T>);
   parallel_for(C, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, M)),
                [&](std::int64_t cb, std::int64_t ce) {
     const BatchNormGradArgs<T> a{gp, xp, wp, mp, ip, ws, ms_, is, gx, gw, gb, N, C, S, M, training, cb, ce};
@@ -214,7 +207,7 @@ void layer_norm_run(const KernelArgs& k) {
     for (std::int64_t i = 0; i < k.out[1].numel(); ++i) mo[i] = T(0), ro[i] = static_cast<T>(1.0 / std::sqrt(eps));
     return;
   }
-  const IsaFn fn = norm_kernel<T>("layer_norm_f32", "layer_norm_f64", &layer_norm_kernel<T>);
+  const IsaFn fn = cpu::isa_function_for<T>("layer_norm_f32", "layer_norm_f64", &layer_norm_kernel<T>);
   parallel_for(R, std::max<std::int64_t>(1, kParallelGrain / D), [&](std::int64_t rb, std::int64_t re) {
     const LayerNormArgs<T> a{xp, wp, bp, nullptr, nullptr, nullptr, yp, mo, ro,
                              nullptr, nullptr, nullptr, R, D, eps, rb, re};
@@ -239,9 +232,9 @@ void layer_norm_grad_run(const KernelArgs& k) {
   T* gb = static_cast<T*>(k.out[2].raw_data());
   if (D == 0) return;
   const IsaFn rows_fn =
-      norm_kernel<T>("layer_norm_grad_rows_f32", "layer_norm_grad_rows_f64", &layer_norm_grad_rows_kernel<T>);
+      cpu::isa_function_for<T>("layer_norm_grad_rows_f32", "layer_norm_grad_rows_f64", &layer_norm_grad_rows_kernel<T>);
   const IsaFn cols_fn =
-      norm_kernel<T>("layer_norm_grad_cols_f32", "layer_norm_grad_cols_f64", &layer_norm_grad_cols_kernel<T>);
+      cpu::isa_function_for<T>("layer_norm_grad_cols_f32", "layer_norm_grad_cols_f64", &layer_norm_grad_cols_kernel<T>);
   parallel_for(R, std::max<std::int64_t>(1, kParallelGrain / D), [&](std::int64_t rb, std::int64_t re) {
     const LayerNormArgs<T> a{xp, wp, nullptr, gp, mp, rp, nullptr, nullptr, nullptr, gx, gw, gb, R, D, 0.0, rb, re};
     rows_fn(&a);
