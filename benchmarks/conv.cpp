@@ -5,7 +5,7 @@
 //                 primitives or im2col
 //   ms_direct_*   ms's direct kernels (MS_CPU_CONV=direct; forward and weight gradient)
 //   ms_im2col_*   im2col over blocks of images, GEMMs on oneDNN's sgemm (MS_CPU_CONV=im2col)
-//   ms_eigen_*    the same kernels with Eigen's GEMM (MS_CPU_GEMM=eigen)
+//   ms_builtin_*  the same kernels with ms's own GEMM (MS_CPU_GEMM=builtin)
 //   ms_dnnl_*     oneDNN's convolution primitives in its blocked layouts (MS_CPU_CONV=dnnl)
 // beside LibTorch's convolution and its backward (at::convolution_backward) when found.
 // The summary prints the ratios (below 1: faster): the default against LibTorch, and the
@@ -86,9 +86,9 @@ void ms_direct_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, 
 void ms_im2col_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::im2col); }
 void ms_im2col_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::dnnl, CpuConv::im2col); }
 void ms_im2col_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::im2col); }
-void ms_eigen_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::eigen, CpuConv::im2col); }
-void ms_eigen_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::eigen, CpuConv::im2col); }
-void ms_eigen_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::eigen, CpuConv::im2col); }
+void ms_builtin_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::builtin, CpuConv::im2col); }
+void ms_builtin_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::builtin, CpuConv::im2col); }
+void ms_builtin_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::builtin, CpuConv::im2col); }
 void ms_dnnl_fwd(benchmark::State& s) { ms_conv(s, Pass::fwd, CpuGemm::dnnl, CpuConv::dnnl); }
 void ms_dnnl_grad_input(benchmark::State& s) { ms_conv(s, Pass::grad_input, CpuGemm::dnnl, CpuConv::dnnl); }
 void ms_dnnl_grad_weight(benchmark::State& s) { ms_conv(s, Pass::grad_weight, CpuGemm::dnnl, CpuConv::dnnl); }
@@ -136,16 +136,16 @@ int main(int argc, char** argv) {
       add("ms_auto_fwd", ms_auto_fwd);
       add("ms_direct_fwd", ms_direct_fwd);
       add("ms_im2col_fwd", ms_im2col_fwd);
-      add("ms_eigen_fwd", ms_eigen_fwd);
+      add("ms_builtin_fwd", ms_builtin_fwd);
       add("ms_dnnl_fwd", ms_dnnl_fwd);
       add("ms_auto_grad_input", ms_auto_grad_input);
       add("ms_im2col_grad_input", ms_im2col_grad_input);
-      add("ms_eigen_grad_input", ms_eigen_grad_input);
+      add("ms_builtin_grad_input", ms_builtin_grad_input);
       add("ms_dnnl_grad_input", ms_dnnl_grad_input);
       add("ms_auto_grad_weight", ms_auto_grad_weight);
       add("ms_direct_grad_weight", ms_direct_grad_weight);
       add("ms_im2col_grad_weight", ms_im2col_grad_weight);
-      add("ms_eigen_grad_weight", ms_eigen_grad_weight);
+      add("ms_builtin_grad_weight", ms_builtin_grad_weight);
       add("ms_dnnl_grad_weight", ms_dnnl_grad_weight);
 #ifdef MS_HAVE_TORCH
       add("torch_fwd", torch_fwd);
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     }
   for (std::string p : {"fwd", "grad_input", "grad_weight"}) {
     ms_bench::compare("ms_auto_" + p, "torch_" + p, "conv " + p + " ms vs LibTorch");
-    ms_bench::compare("ms_im2col_" + p, "ms_eigen_" + p, "conv " + p + " im2col: oneDNN sgemm vs Eigen GEMM");
+    ms_bench::compare("ms_im2col_" + p, "ms_builtin_" + p, "conv " + p + " im2col: oneDNN sgemm vs the built-in GEMM");
     ms_bench::compare("ms_dnnl_" + p, "ms_im2col_" + p, "conv " + p + " oneDNN primitive vs im2col");
     if (p != "grad_input") {
       ms_bench::compare("ms_direct_" + p, "ms_im2col_" + p, "conv " + p + " direct vs im2col");

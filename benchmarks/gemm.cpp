@@ -4,6 +4,8 @@
 //   openblas_gemm  OpenBLAS's sgemm_ (the BLAS ms links, when found)
 //   eigen_gemm     Eigen's product on row-major maps
 //   torch_gemm     LibTorch's torch::matmul, when found
+// and ms_gemm_builtin, ms::matmul on ms's own GEMM (the path without oneDNN and OpenBLAS,
+// MS_CPU_GEMM=builtin) against eigen_gemm (gemm_builtin_vs_eigen),
 // and in bfloat16 (ms_gemm_bf16 against torch_gemm_bf16, both on bfloat16 tensors), and
 // ms's float32 matmul under ms::GemmPrecision::bf16 (ms_gemm_f32_as_bf16), each against
 // ms's float32 figure of the same shape.
@@ -79,6 +81,14 @@ void ms_gemm(benchmark::State& s) { ms_gemm_of(s, ms::DType::f32); }
 /// bfloat16 operands and result (oneDNN's bfloat16 primitive, float32 sums, where the CPU
 /// has bfloat16 units; float32 compute and one rounding elsewhere).
 void ms_gemm_bf16(benchmark::State& s) { ms_gemm_of(s, ms::DType::bf16); }
+
+/// The built-in GEMM (kernels/gemm.hpp at the CPU level in force).
+void ms_gemm_builtin(benchmark::State& s) {
+  const ms::CpuGemm saved = ms::cpu_gemm();
+  ms::set_cpu_gemm(ms::CpuGemm::builtin);
+  ms_gemm(s);
+  ms::set_cpu_gemm(saved);
+}
 
 /// float32 tensors under ms::GemmPrecision::bf16 (operands rounded to bfloat16 on the way in).
 void ms_gemm_f32_as_bf16(benchmark::State& s) {
@@ -180,6 +190,7 @@ int main(int argc, char** argv) {
       add("openblas_gemm", openblas_gemm);
 #endif
       add("eigen_gemm", eigen_gemm);
+      add("ms_gemm_builtin", ms_gemm_builtin);
 #ifdef MS_HAVE_TORCH
       add("torch_gemm", torch_gemm);
 #endif
@@ -192,6 +203,7 @@ int main(int argc, char** argv) {
   }
   ms_bench::compare_fastest("ms_gemm", {"openblas_gemm", "eigen_gemm", "torch_gemm"}, "gemm");
   ms_bench::compare("ms_gemm", "eigen_gemm", "gemm_vs_eigen");
+  ms_bench::compare("ms_gemm_builtin", "eigen_gemm", "gemm_builtin_vs_eigen");
 #ifdef MS_HAVE_TORCH
   ms_bench::compare("ms_gemm", "torch_gemm", "gemm_vs_torch");
 #endif

@@ -6,7 +6,7 @@
 //   ms_eager_<model>/<batch>/<threads>     the same step run eagerly (tape autodiff)
 //   torch_<model>/<batch>/<threads>        LibTorch eager (zero_grad, backward, step), when found
 //   gemm_floor_mlp_<lib>/<batch>/<threads> only the MLP step's matrix products, on oneDNN, OpenBLAS,
-//                                          Eigen (ms::matmul on each path) and LibTorch: the fastest
+//                                          the built-in GEMM (ms::matmul on each path) and LibTorch: the fastest
 //                                          is the floor of any step; floor_ratio = our step / it
 //
 //   ms_captured_<model>_bf16gemm           the captured step with float32 GEMMs at bfloat16 precision
@@ -107,7 +107,7 @@ void lenet_args(benchmark::internal::Benchmark* b) {
 
 /// The MLP step's matrix products alone (forward, weight gradients, input gradients of
 /// layers 2 and 3: 77.5 MFLOP at batch 64), through ms::matmul on one GEMM path (oneDNN,
-/// OpenBLAS, Eigen) and through LibTorch. No step, ours or the peer's, can take less than
+/// OpenBLAS, the built-in GEMM) and through LibTorch. No step, ours or the peer's, can take less than
 /// the fastest of these: `floor_ratio` is our step over that floor.
 void gemm_floor_mlp(benchmark::State& state, ms::CpuGemm path) {
   if (!ms::cpu_gemm_available(path)) {
@@ -149,11 +149,11 @@ void gemm_floor_mlp_dnnl_bf16gemm(benchmark::State& s) {
   ms::set_cpu_gemm_precision(saved);
 }
 void gemm_floor_mlp_blas(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::blas); }
-void gemm_floor_mlp_eigen(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::eigen); }
+void gemm_floor_mlp_builtin(benchmark::State& s) { gemm_floor_mlp(s, ms::CpuGemm::builtin); }
 
 BENCHMARK(gemm_floor_mlp_dnnl)->Apply(mlp_args);
 BENCHMARK(gemm_floor_mlp_blas)->Apply(mlp_args);
-BENCHMARK(gemm_floor_mlp_eigen)->Apply(mlp_args);
+BENCHMARK(gemm_floor_mlp_builtin)->Apply(mlp_args);
 BENCHMARK(ms_captured_mlp)->Apply(mlp_args);
 BENCHMARK(ms_captured_mlp_no_postops)->Apply(mlp_args);
 BENCHMARK(ms_eager_mlp)->Apply(mlp_args);
@@ -268,10 +268,10 @@ int main(int argc, char** argv) {
   ms_bench::compare("ms_eager_lenet", "torch_lenet", "lenet step, eager vs LibTorch");
   ms_bench::compare("gemm_floor_mlp_dnnl", "torch_mlp", "mlp step's GEMMs alone (oneDNN) vs LibTorch's whole step");
   ms_bench::compare_fastest("ms_captured_mlp",
-                            {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_eigen", "gemm_floor_mlp_torch"},
+                            {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_builtin", "gemm_floor_mlp_torch"},
                             "floor_ratio mlp captured");
   ms_bench::compare_fastest("ms_eager_mlp",
-                            {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_eigen", "gemm_floor_mlp_torch"},
+                            {"gemm_floor_mlp_dnnl", "gemm_floor_mlp_blas", "gemm_floor_mlp_builtin", "gemm_floor_mlp_torch"},
                             "floor_ratio mlp eager");
   // float32 GEMMs at bfloat16 precision: against LibTorch's float32 step, ms's float32 step,
   // and their own floor (the same products at bfloat16 precision).

@@ -216,7 +216,7 @@ TEST_CASE("dnnl post-ops: switched off, or on another GEMM path, the same result
   ms::set_dnnl_postops(saved);
   CHECK(max_diff(on, off) < kTol);
   CHECK(ms_test::same_bits(off, fn(x)));  // the old path replays eager bit for bit
-  for (ms::CpuGemm g : {ms::CpuGemm::eigen, ms::CpuGemm::blas}) {
+  for (ms::CpuGemm g : {ms::CpuGemm::builtin, ms::CpuGemm::blas}) {
     if (!ms::cpu_gemm_available(g)) continue;
     const ms::CpuGemm prev = ms::cpu_gemm();
     ms::set_cpu_gemm(g);

@@ -108,7 +108,7 @@ Tensor<float> x433() { return random<float>({1, 4, 3, 3}, 1); }
 TEST_CASE("conv_transpose2d matches a direct scatter loop on every convolution path", "[nn][conv_transpose2d]") {
   PathGuard guard;
   std::vector<std::pair<ms::CpuGemm, ms::CpuConv>> paths;
-  for (ms::CpuGemm g : {ms::CpuGemm::dnnl, ms::CpuGemm::blas, ms::CpuGemm::eigen})
+  for (ms::CpuGemm g : {ms::CpuGemm::dnnl, ms::CpuGemm::blas, ms::CpuGemm::builtin})
     if (ms::cpu_gemm_available(g)) paths.push_back({g, ms::CpuConv::im2col});
   if (ms::cpu_gemm_available(ms::CpuGemm::dnnl)) paths.push_back({ms::CpuGemm::dnnl, ms::CpuConv::dnnl});
   REQUIRE_FALSE(paths.empty());

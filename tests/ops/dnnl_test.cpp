@@ -25,21 +25,21 @@ using GemmPathGuard = ms_test::CpuPathGuard;
 /// Every (GEMM path, convolution path) pair this build has.
 std::vector<std::pair<CpuGemm, ms::CpuConv>> conv_paths() {
   std::vector<std::pair<CpuGemm, ms::CpuConv>> v;
-  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
+  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::builtin})
     if (ms::cpu_gemm_available(g)) v.push_back({g, ms::CpuConv::im2col});
-  v.push_back({CpuGemm::eigen, ms::CpuConv::direct});
+  v.push_back({CpuGemm::builtin, ms::CpuConv::direct});
   if (ms::cpu_gemm_available(CpuGemm::dnnl)) {
     v.push_back({CpuGemm::dnnl, ms::CpuConv::dnnl});
     v.push_back({CpuGemm::dnnl, ms::CpuConv::automatic});
   } else {
-    v.push_back({CpuGemm::eigen, ms::CpuConv::automatic});
+    v.push_back({CpuGemm::builtin, ms::CpuConv::automatic});
   }
   return v;
 }
 
 std::vector<CpuGemm> available_paths() {
   std::vector<CpuGemm> v;
-  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
+  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::builtin})
     if (ms::cpu_gemm_available(g)) v.push_back(g);
   return v;
 }
@@ -70,8 +70,10 @@ TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
   GemmPathGuard guard;
   CHECK(ms::cpu_gemm_name(CpuGemm::dnnl) == "dnnl");
   CHECK(ms::cpu_gemm_name(CpuGemm::blas) == "blas");
-  CHECK(ms::cpu_gemm_name(CpuGemm::eigen) == "eigen");
-  CHECK(ms::cpu_gemm_available(CpuGemm::eigen));
+  CHECK(ms::cpu_gemm_name(CpuGemm::builtin) == "builtin");
+  // The fallback's former name still parses.
+  CHECK(ms::ops::detail::parse_cpu_gemm("eigen", "MS_CPU_GEMM") == CpuGemm::builtin);
+  CHECK(ms::cpu_gemm_available(CpuGemm::builtin));
   for (CpuGemm g : available_paths()) {
     ms::set_cpu_gemm(g);
     CHECK(ms::cpu_gemm() == g);
@@ -80,7 +82,7 @@ TEST_CASE("cpu_gemm: names, availability and bad values", "[op][dnnl]") {
     (void)ms::ops::detail::parse_cpu_gemm("mkl", "MS_CPU_GEMM");
     FAIL("no error");
   } catch (const ms::ValueError& e) {
-    CHECK(std::string(e.what()) == "[ms.value_error] MS_CPU_GEMM: unknown GEMM path 'mkl' (valid: dnnl, blas, eigen)");
+    CHECK(std::string(e.what()) == "[ms.value_error] MS_CPU_GEMM: unknown GEMM path 'mkl' (valid: dnnl, blas, builtin)");
   }
 #if !defined(MS_HAVE_DNNL)
   CHECK_THROWS_AS(ms::set_cpu_gemm(CpuGemm::dnnl), ms::ValueError);
@@ -158,7 +160,7 @@ TEST_CASE("conv2d and its gradients agree across GEMM paths (stride, padding, di
     Tensor<float> w = ms_test::random_floats(c.w, 20 + static_cast<unsigned>(i), -1, 1);
     Tensor<float> b = ms_test::random_floats(Shape{c.w[0]}, 30 + static_cast<unsigned>(i), -1, 1);
     // The float64 result on the im2col path is the reference.
-    ms::set_cpu_gemm(CpuGemm::eigen);
+    ms::set_cpu_gemm(CpuGemm::builtin);
     Tensor<double> xd = ms::cast<double>(x), wd = ms::cast<double>(w), bd = ms::cast<double>(b);
     Tensor<double> yd = ms::conv2d(xd, wd, bd, c.stride, c.padding, c.dilation, c.groups);
     Tensor<double> g = ms::cast<double>(ms_test::random_floats(yd.shape(), 40 + static_cast<unsigned>(i), -1, 1));

@@ -230,7 +230,8 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
         {"adaptive_avg_pool_grad_f64", &ms::ops::detail::avg_pool_kernel<true, true, double>},
         {"log_softmax_rows_f32", &ms::ops::detail::softmax_rows_kernel<true, float>},
         {"softmax_cols_f64", &ms::ops::detail::softmax_cols_kernel<false, double>},
-        {"cross_entropy_grad_f32", &ms::ops::detail::cross_entropy_grad_kernel<float>}};
+        {"cross_entropy_grad_f32", &ms::ops::detail::cross_entropy_grad_kernel<float>},
+        {"gemm_f64", &ms::ops::detail::gemm_kernel<double>}};
     for (auto [name, base] : kernels) {
       INFO(name);
       // Above the baseline, the level's own copy (its row in the section ms_isa_fns).
@@ -248,7 +249,9 @@ TEST_CASE("isa: the kernels bound by name (direct convolution, max pooling) are 
 template <class T>
 void check_im2col_levels() {
   // im2col copies and col2im adds in the same order at every level: with the GEMM fixed
-  // (Eigen), each level's results are the baseline's bits. Rows of 13 and 7 outputs (partial
+  // (OpenBLAS, which picks its kernels by itself), each level's results are the baseline's
+  // bits; without OpenBLAS the built-in GEMM runs at each level (rounded apart where a
+  // level has no FMA), and the results agree within rounding. Rows of 13 and 7 outputs (partial
   // batches at every width), padding, and the general loops (stride 2, dilation 2), 2 groups.
   struct Case {
     ms::Shape x, w;
@@ -304,7 +307,14 @@ void check_im2col_levels() {
       const auto got = run();
       for (std::size_t k = 0; k < got.size(); ++k) {
         INFO("result " << k << " (0: forward, 1: input gradient, 2: weight gradient)");
-        CHECK(got[k] == ref[k]);
+        if (ms::cpu_gemm() == ms::CpuGemm::blas) {
+          CHECK(got[k] == ref[k]);
+          continue;
+        }
+        const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+        for (std::size_t i = 0; i < got[k].size(); ++i)
+          CHECK(std::abs(static_cast<double>(got[k][i]) - static_cast<double>(ref[k][i])) <=
+                tol * std::max(1.0, std::abs(static_cast<double>(ref[k][i]))));
       }
     }
   }
@@ -314,7 +324,7 @@ TEST_CASE("isa: im2col and col2im run on each level's kernels with the baseline'
           "[isa][op][conv2d]") {
   IsaGuard guard;
   ms_test::CpuPathGuard paths;
-  ms::set_cpu_gemm(ms::CpuGemm::eigen);
+  ms::set_cpu_gemm(ms::cpu_gemm_available(ms::CpuGemm::blas) ? ms::CpuGemm::blas : ms::CpuGemm::builtin);
   ms::set_cpu_conv(ms::CpuConv::im2col);
   SECTION("float") { check_im2col_levels<float>(); }
   SECTION("double") { check_im2col_levels<double>(); }
@@ -352,6 +362,65 @@ TEST_CASE("isa: the avx2 and avx512 levels round the math functions alike (fused
       CHECK(differ == 0);
     }
   }
+}
+
+template <class T>
+void check_builtin_gemm_levels() {
+  // Shapes that cross every blocking edge of kernels/gemm.hpp: partial register tiles,
+  // K past one panel (256), M past one block (96), N past one panel (2048), and operands
+  // read through transposed strides; against a double sum, at every level and thread count.
+  struct Case {
+    std::int64_t M, K, N;
+    bool ta, tb;
+  };
+  const Case cases[] = {{1, 1, 1, false, false}, {7, 300, 37, false, false}, {130, 5, 2100, false, true},
+                        {13, 17, 70, true, false}, {25, 520, 33, true, true}, {97, 64, 64, false, false}};
+  for (const Case& c : cases) {
+    INFO("M " << c.M << ", K " << c.K << ", N " << c.N << ", a transposed " << c.ta << ", b transposed " << c.tb);
+    const auto a0 = ms::cast<T>(ms_test::random_floats(c.ta ? ms::Shape{c.K, c.M} : ms::Shape{c.M, c.K}, 21, -1, 1));
+    const auto b0 = ms::cast<T>(ms_test::random_floats(c.tb ? ms::Shape{c.N, c.K} : ms::Shape{c.K, c.N}, 22, -1, 1));
+    const auto a = c.ta ? a0.transpose(0, 1) : a0;
+    const auto b = c.tb ? b0.transpose(0, 1) : b0;
+    const auto bias = ms::cast<T>(ms_test::random_floats(ms::Shape{c.N}, 23, -1, 1));
+    const auto av = a.contiguous().to_vector(), bv = b.contiguous().to_vector(), biasv = bias.to_vector();
+    std::vector<double> ref(static_cast<std::size_t>(c.M * c.N)), mag(ref.size());
+    for (std::int64_t i = 0; i < c.M; ++i)
+      for (std::int64_t j = 0; j < c.N; ++j) {
+        double s = 0, m = 0;
+        for (std::int64_t k = 0; k < c.K; ++k) {
+          const double p = static_cast<double>(av[static_cast<std::size_t>(i * c.K + k)]) *
+                           static_cast<double>(bv[static_cast<std::size_t>(k * c.N + j)]);
+          s += p, m += std::abs(p);
+        }
+        ref[static_cast<std::size_t>(i * c.N + j)] = s;
+        mag[static_cast<std::size_t>(i * c.N + j)] = m;
+      }
+    const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+    for (Isa l : runnable_isas()) {
+      INFO("level " << ms::cpu::isa_name(l));
+      ms::cpu::set_isa(l);
+      ms::set_num_threads(1);
+      const auto y = ms::matmul(a, b).to_vector();
+      // linear's bias seeds c and the GEMM accumulates onto it (x @ w^T + bias, w = b^T).
+      const auto z = ms::linear(a, b.transpose(0, 1), bias).to_vector();
+      ms::set_num_threads(2);
+      CHECK(ms::matmul(a, b).to_vector() == y);  // each element sums in one order: same bits
+      for (std::size_t e = 0; e < ref.size(); ++e) {
+        INFO("element " << e);
+        CHECK(std::abs(static_cast<double>(y[e]) - ref[e]) <= tol * std::max(1.0, mag[e]));
+        const double zr = ref[e] + static_cast<double>(biasv[e % static_cast<std::size_t>(c.N)]);
+        CHECK(std::abs(static_cast<double>(z[e]) - zr) <= tol * std::max(1.0, mag[e] + 1.0));
+      }
+    }
+  }
+}
+
+TEST_CASE("isa: the built-in GEMM at each level against a double sum (float and double)", "[isa][op][matmul]") {
+  IsaGuard guard;
+  ms_test::CpuPathGuard paths;
+  ms::set_cpu_gemm(ms::CpuGemm::builtin);
+  SECTION("float") { check_builtin_gemm_levels<float>(); }
+  SECTION("double") { check_builtin_gemm_levels<double>(); }
 }
 
 }  // namespace isa_test

@@ -4,7 +4,7 @@
 // ms::cpu_conv, MS_CPU_CONV), oneDNN's
 // engine, per-thread streams and thread count, its errors as ms errors, and the bounded
 // cache of convolution primitives. Not here: the kernels that call it (ops/linalg.hpp,
-// ops/nn/conv.hpp), which keep their Eigen code as the fallback and for float64.
+// ops/nn/conv.hpp), which keep the backend's own GEMM as the fallback and for float64.
 //
 // oneDNN (Debian libdnnl-dev; CMake MS_USE_DNNL, on by default, defines MS_HAVE_DNNL)
 // generates its kernels for the CPU it runs on, so a program built without -march still
@@ -42,16 +42,19 @@
 namespace ms {
 
 /// The library that runs float GEMMs (matmul, linear and their gradients) and float
-/// convolutions on the CPU. float64 always runs on OpenBLAS or Eigen (oneDNN has no f64).
+/// convolutions on the CPU. float64 always runs on OpenBLAS or the built-in GEMM (oneDNN
+/// has no f64).
 enum class CpuGemm : int {
-  dnnl = 0,   ///< oneDNN: sgemm and convolution primitives (the default when built with it)
-  blas = 1,   ///< OpenBLAS's sgemm/dgemm; convolutions as im2col + Eigen GEMM
-  eigen = 2,  ///< Eigen's GEMM for everything (always available)
+  dnnl = 0,     ///< oneDNN: sgemm and convolution primitives (the default when built with it)
+  blas = 1,     ///< OpenBLAS's sgemm/dgemm; convolutions as im2col + that GEMM
+  builtin = 2,  ///< ms's own GEMM for everything, compiled per CPU level (always available)
+  eigen [[deprecated("the fallback GEMM is ms's own now: use CpuGemm::builtin")]] = builtin,
 };
 
-/// The path's name as MS_CPU_GEMM spells it: "dnnl", "blas" or "eigen".
+/// The path's name as MS_CPU_GEMM spells it: "dnnl", "blas" or "builtin" (MS_CPU_GEMM also
+/// takes "eigen", the fallback's former name).
 constexpr std::string_view cpu_gemm_name(CpuGemm g) {
-  return g == CpuGemm::dnnl ? "dnnl" : g == CpuGemm::blas ? "blas" : "eigen";
+  return g == CpuGemm::dnnl ? "dnnl" : g == CpuGemm::blas ? "blas" : "builtin";
 }
 
 /// Whether this build can run `g` (dnnl needs MS_HAVE_DNNL, blas MS_HAVE_BLAS).
@@ -67,11 +70,12 @@ constexpr bool cpu_gemm_available([[maybe_unused]] CpuGemm g) {
 
 namespace ops::detail {
 inline CpuGemm parse_cpu_gemm(std::string_view v, std::string_view where) {
-  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen}) {
+  if (v == "eigen") v = "builtin";  // the fallback's former name
+  for (CpuGemm g : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::builtin}) {
     if (v != cpu_gemm_name(g)) continue;
     if (!cpu_gemm_available(g)) {
       std::string available;
-      for (CpuGemm a : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::eigen})
+      for (CpuGemm a : {CpuGemm::dnnl, CpuGemm::blas, CpuGemm::builtin})
         if (cpu_gemm_available(a)) available += MS_FORMAT("{}{}", available.empty() ? "" : ", ", cpu_gemm_name(a));
       MS_THROW(ValueError, "{}: the '{}' GEMM path is not in this build ({}); available: {}", where, v,
                g == CpuGemm::dnnl ? "built without oneDNN: install libdnnl-dev and keep MS_USE_DNNL on"
@@ -80,7 +84,7 @@ inline CpuGemm parse_cpu_gemm(std::string_view v, std::string_view where) {
     }
     return g;
   }
-  MS_THROW(ValueError, "{}: unknown GEMM path '{}' (valid: dnnl, blas, eigen)", where, v);
+  MS_THROW(ValueError, "{}: unknown GEMM path '{}' (valid: dnnl, blas, builtin)", where, v);
 }
 
 inline std::atomic<int>& cpu_gemm_setting() {
@@ -88,14 +92,14 @@ inline std::atomic<int>& cpu_gemm_setting() {
     if (const char* e = std::getenv("MS_CPU_GEMM"); e && *e) return static_cast<int>(parse_cpu_gemm(e, "MS_CPU_GEMM"));
     if (cpu_gemm_available(CpuGemm::dnnl)) return static_cast<int>(CpuGemm::dnnl);
     if (cpu_gemm_available(CpuGemm::blas)) return static_cast<int>(CpuGemm::blas);
-    return static_cast<int>(CpuGemm::eigen);
+    return static_cast<int>(CpuGemm::builtin);
   }()};
   return g;
 }
 }  // namespace ops::detail
 
-/// The GEMM/convolution path in use: MS_CPU_GEMM (dnnl|blas|eigen) when set, else the
-/// fastest this build has (dnnl, then blas, then eigen).
+/// The GEMM/convolution path in use: MS_CPU_GEMM (dnnl|blas|builtin) when set, else the
+/// fastest this build has (dnnl, then blas, then builtin).
 inline CpuGemm cpu_gemm() { return static_cast<CpuGemm>(ops::detail::cpu_gemm_setting().load(std::memory_order_relaxed)); }
 /// Selects the path for the whole process; a path this build lacks is a ValueError.
 inline void set_cpu_gemm(CpuGemm g) {

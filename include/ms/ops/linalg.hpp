@@ -5,7 +5,8 @@
 // the operands on their own strides, so transposed or sliced matrices (e.g. a transposed
 // weight) are not copied. Which library runs it is ms::cpu_gemm() (ops/dnnl.hpp): oneDNN's
 // sgemm for float by default, OpenBLAS's sgemm/dgemm (float64 on the dnnl path too), or
-// Eigen's GEMM on Eigen::Map views, which is always there.
+// the backend's own GEMM (backend/cpu/kernels/gemm.hpp, compiled per CPU level), which is
+// always there.
 
 #include <algorithm>
 #include <atomic>
@@ -15,12 +16,13 @@
 #include <utility>
 
 #include "../core/linkage.hpp"
-#if MS_KERNEL_BODIES
-#include "../core/intrin.hpp"  // before Eigen: see there
-#include <Eigen/Core>
-#endif
-
 #include "../core/parallel.hpp"
+#if MS_KERNEL_BODIES
+#include <memory>
+
+#include "../backend/cpu/kernels/gemm.hpp"
+#include "isa_dispatch.hpp"
+#endif
 #include "dnnl.hpp"
 #include "views.hpp"
 
@@ -61,7 +63,7 @@ struct MatRef {
   std::int64_t ld = 1;
 };
 
-/// Describes a rows x cols matrix with strides (rs, cs) for Eigen; false when neither
+/// Describes a rows x cols matrix with strides (rs, cs) for the GEMMs; false when neither
 /// stride is 1 (or the layout overlaps or runs backwards), so the caller copies it.
 inline bool mat_ref(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs, MatRef& m) {
   m.rows = rows;
@@ -95,15 +97,6 @@ inline bool leading_dims_matrix(const AnyTensor& t, MatRef& m) {
 }
 
 #if MS_KERNEL_BODIES  // core/linkage.hpp
-/// Lets ms::set_num_threads govern Eigen's OpenMP GEMM. Eigen runs serially by itself when
-/// called inside an OpenMP region (a batch loop below), so no nested oversubscription.
-inline void sync_eigen_threads() {
-#if defined(EIGEN_HAS_OPENMP)
-  const int n = get_num_threads();
-  if (Eigen::nbThreads() != n) Eigen::setNbThreads(n);
-#endif
-}
-
 #if defined(MS_HAVE_BLAS)
 // The Fortran BLAS interface (OpenBLAS exports it; no header needed). C linkage: these
 // name the library's global symbols although declared in this namespace.
@@ -129,7 +122,7 @@ inline void sync_blas_threads() {
 
 /// c (M x N, row-major) = a @ b (+= when accumulate) through BLAS: the row-major product is
 /// the column-major product c^T = b^T a^T, so b goes first. Returns false when a leading
-/// dimension or a size does not fit BLAS's rules (the caller then uses Eigen).
+/// dimension or a size does not fit BLAS's rules (the caller then uses gemm_builtin).
 template <class T>
 bool gemm_blas(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c, std::int64_t M, std::int64_t N,
                std::int64_t K, bool accumulate) {
@@ -150,18 +143,28 @@ bool gemm_blas(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c,
 }
 #endif
 
-template <class T, int OrderA, int OrderB>
-void gemm_eigen(const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c, std::int64_t M, std::int64_t N,
-                std::int64_t K, bool accumulate) {
-  using Stride = Eigen::OuterStride<>;
-  using MA = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderA>;
-  using MB = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, OrderB>;
-  using MC = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const MA, Eigen::Unaligned, Stride> A(a, M, K, Stride(lda));
-  Eigen::Map<const MB, Eigen::Unaligned, Stride> B(b, K, N, Stride(ldb));
-  Eigen::Map<MC> Cm(c, M, N);
-  if (accumulate) Cm.noalias() += A * B;
-  else Cm.noalias() = A * B;
+/// c (M x N, row-major, contiguous) = a @ b (+= when accumulate) on the backend's own GEMM
+/// at the CPU level in force, split between threads by columns (or by rows when c is narrow)
+/// in whole register tiles. Serial inside a parallel region (a batch loop), like the rest.
+template <class T>
+void gemm_builtin(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c, std::int64_t M, std::int64_t N,
+                  std::int64_t K, bool accumulate) {
+  const IsaFn fn = cpu::isa_function_for<T>("gemm_f32", "gemm_f64", &gemm_kernel<T>);
+  const bool by_cols = N >= 2 * kGemmColumnGrain || N >= M;
+  const std::int64_t n = by_cols ? N : M, align = by_cols ? kGemmColumnGrain : kGemmMaxMr;
+  // About 2^18 multiply-adds per thread at least: below that waking a thread costs more.
+  const std::int64_t per_unit = std::max<std::int64_t>(1, (by_cols ? M : N) * K);
+  const std::int64_t grain = std::max(align, (std::int64_t{1} << 18) / per_unit);
+  parallel_for(n, grain, [&](std::int64_t lo, std::int64_t hi) {
+    GemmArgs<T> g{a, ma.ld, ma.col_major, b, mb.ld, mb.col_major, c, N, K, 0, M, 0, N, accumulate, nullptr};
+    if (by_cols) g.j0 = lo, g.j1 = hi;
+    else g.i0 = lo, g.i1 = hi;
+    // Every element the kernel reads it has written first: no zeroing.
+    auto scratch = std::make_unique_for_overwrite<T[]>(
+        static_cast<std::size_t>(GemmScratch(g.i1 - g.i0, g.j1 - g.j0, K).total()));
+    g.scratch = scratch.get();
+    fn(&g);
+  }, align);
 }
 
 /// c (M x N, row-major, contiguous) = a @ b, or += when `accumulate` (linear's bias).
@@ -194,15 +197,9 @@ void gemm(const T* a, const MatRef& ma, const T* b, const MatRef& mb, T* c, bool
 #endif
 #if defined(MS_HAVE_BLAS)
     // float64 on the dnnl path goes to OpenBLAS too: oneDNN has no f64 GEMM.
-    if (path != CpuGemm::eigen && gemm_blas(a, ma, b, mb, c, M, N, K, accumulate)) return;
+    if (path != CpuGemm::builtin && gemm_blas(a, ma, b, mb, c, M, N, K, accumulate)) return;
 #endif
-    constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-    switch ((ma.col_major ? 2 : 0) + (mb.col_major ? 1 : 0)) {
-      case 0: gemm_eigen<T, R, R>(a, ma.ld, b, mb.ld, c, M, N, K, accumulate); break;
-      case 1: gemm_eigen<T, R, C>(a, ma.ld, b, mb.ld, c, M, N, K, accumulate); break;
-      case 2: gemm_eigen<T, C, R>(a, ma.ld, b, mb.ld, c, M, N, K, accumulate); break;
-      default: gemm_eigen<T, C, C>(a, ma.ld, b, mb.ld, c, M, N, K, accumulate); break;
-    }
+    gemm_builtin(a, ma, b, mb, c, M, N, K, accumulate);
   } else {  // integers: an i-k-j loop that wraps on overflow like the elementwise ops
     auto at = [](const T* p, const MatRef& m, std::int64_t i, std::int64_t j) {
       return m.col_major ? p[j * m.ld + i] : p[i * m.ld + j];
@@ -303,16 +300,15 @@ void matmul_run(AnyTensor a, AnyTensor b, const AnyTensor& y) {
     }
     return std::pair{oa, ob};
   };
-  sync_eigen_threads();
   const int nt = get_num_threads();
-  if (nb >= 2 && nb >= nt) {  // many products: one thread each, Eigen serial inside
+  if (nb >= 2 && nb >= nt) {  // many products: one thread each, the GEMM serial inside
     parallel_for(nb, 1, [&](std::int64_t b0, std::int64_t e0) {
       for (std::int64_t i = b0; i < e0; ++i) {
         auto [oa, ob] = one(i);
         gemm(ap + oa, ma, bp + ob, mb, yp + i * mn, false);
       }
     }, 1);
-  } else {  // few large products: Eigen threads each one
+  } else {  // few large products: the GEMM threads each one
     for (std::int64_t i = 0; i < nb; ++i) {
       auto [oa, ob] = one(i);
       gemm(ap + oa, ma, bp + ob, mb, yp + i * mn, false);
@@ -384,7 +380,6 @@ void linear_run(AnyTensor x, AnyTensor w, const AnyTensor* bias, const AnyTensor
     for (std::int64_t i = 0; i < M; ++i)
       for (std::int64_t j = 0; j < N; ++j) yp[i * N + j] = bp[j * bs];
   }
-  sync_eigen_threads();
   gemm(static_cast<const T*>(x.raw_data()), mx, static_cast<const T*>(w.raw_data()), mw, yp, bias != nullptr);
 }
 
@@ -412,7 +407,7 @@ MS_REGISTRATION(const OpDef& matmul_op, registry().add([] {
   d.name = "matmul";
   d.category = Category::linalg;
   d.num_inputs = 2;
-  d.doc = "matrix product with NumPy rules (1-D promotion, broadcast batch dims); Eigen GEMM";
+  d.doc = "matrix product with NumPy rules (1-D promotion, broadcast batch dims); oneDNN, OpenBLAS or the built-in GEMM";
   d.infer = &detail::infer_matmul;
   d.kernel = &detail::matmul_kernel;
   d.cost = &detail::matmul_cost;

@@ -2,7 +2,7 @@
 // The body of a unit that compiles ms's per-level kernels for one x86-64 level: the
 // elementwise kernels, and the kernels bound by name (im2col and col2im, direct
 // convolution, max and average pooling, the Adam update, the reductions, normalization,
-// softmax, cross entropy).
+// softmax, cross entropy, the built-in GEMM).
 //
 //   // ms_isa_avx2.cpp, compiled with -march=x86-64-v3 -ffp-contract=off (cmake/msKernels.cmake
 //   // writes it; without FP contraction a level gives the same bits at every -O)
@@ -15,7 +15,7 @@
 // MS_ELEMENTWISE_REGISTRATION in core/linkage.hpp), in the section `ms_isa_rows`; the
 // program's own registrations bind to the rows of the selected level (ops/isa_dispatch.hpp).
 // The other kernels (backend/cpu/kernels/conv_col.hpp, conv_direct.hpp, max_pool.hpp,
-// avg_pool.hpp, adam.hpp, reduce.hpp, norm.hpp, softmax.hpp, loss.hpp) each leave rows
+// avg_pool.hpp, adam.hpp, reduce.hpp, norm.hpp, softmax.hpp, loss.hpp, gemm.hpp) each leave rows
 // (MS_ISA_FUNCTION, kernels/abi.hpp) in the section `ms_isa_fns`, which the ops look up by
 // name through cpu::isa_function.
 //
@@ -61,6 +61,7 @@
 #include "kernels/norm.hpp"
 #include "kernels/softmax.hpp"
 #include "kernels/loss.hpp"
+#include "kernels/gemm.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -149,7 +149,7 @@ inline ConvGeom conv_geom(const OpDef& op, const Shape& xs, const Shape& ws, con
 }
 
 /// Images per GEMM in the convolution kernels. One image of a small layer is a thin GEMM
-/// (LeNet's first layer: 6 x 25 times 25 x 784) that Eigen runs far below its peak; the
+/// (LeNet's first layer: 6 x 25 times 25 x 784) that a GEMM runs far below its peak; the
 /// receptive fields of a block of images side by side give about 4096 columns instead,
 /// as long as the block's im2col matrix (K x columns) stays within half of a 1 MiB L2
 /// in float (131072 elements): LeNet's second layer (K = 150) at 4096 columns wrote and
@@ -209,7 +209,6 @@ template <class T, class Body>
 void for_each_conv_block(const ConvGeom& q, Body&& body) {
   const std::int64_t B = conv_block_images(q), blocks = (q.N + B - 1) / B;
   const std::int64_t cols = B * q.P();
-  sync_eigen_threads();  // linalg.hpp: Eigen runs serially inside a parallel region
   parallel_for(blocks, 1, [&](std::int64_t bb, std::int64_t be) {
     // Scratch that every use writes in full before reading: not zeroed (for a 16 x 150
     // kernel that memset was 2.4 MB per call).
@@ -529,7 +528,6 @@ void conv2d_grad_weight_run(const KernelArgs& k, const ConvGeom& q) {
   const std::int64_t B = conv_block_images(q);
   const ConvColumns<T> columns(q);
   std::vector<T> part(static_cast<std::size_t>(chunks * wsize), T(0));
-  sync_eigen_threads();
   parallel_for(chunks, 1, [&](std::int64_t cb, std::int64_t ce) {
     const std::int64_t cols = std::min(B, (q.N + chunks - 1) / chunks) * P;
     auto col = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(K * cols));
