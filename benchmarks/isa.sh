@@ -24,7 +24,9 @@ for build in default native; do
   OMP_NUM_THREADS=1 "$work/$build/isa_bench" | sed "s/^isa /isa $build /" | tee "$work/$build.txt"
 done
 best=$(grep -h "^isa default " "$work/default.txt" | awk '{print $3}' | tail -1)
-for name in chain_16M eager_add_16M eager_add_1k sum_16M sum_cols_16M softmax_16M xent_4096x1000 adam_269k; do
+for name in chain_16M eager_add_16M eager_add_1k sum_16M sum_cols_16M softmax_16M xent_4096x1000 adam_269k \
+            transpose_16M gather_4096x1024 isum_16M mse_4096x1000 nll_4096x1000 embedding_4096x256 dropout_16M \
+            resize_bilinear gemm_builtin_256x784x64; do
   d=$(awk -v b="$best" -v n="$name" '$3 == b && $4 == n { print $5 }' "$work/default.txt")
   nat=$(awk -v b="$best" -v n="$name" '$3 == b && $4 == n { print $5 }' "$work/native.txt")
   nat_base=$(awk -v n="$name" '$3 == "baseline" && $4 == n { print $5 }' "$work/native.txt")

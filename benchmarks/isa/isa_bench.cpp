@@ -8,12 +8,18 @@
 //   softmax softmax along the rows of that 4096 x 4096 view;
 //   xent    cross_entropy of 4096 x 1000 logits (its forward pass);
 //   adam    optim::Adam's step over the Fashion-MNIST MLP's six parameters (269,322 floats),
-//           captured by ms::jit (six adam_update nodes).
+//           captured by ms::jit (six adam_update nodes);
+//   and the kernels that stay in the program's own unit, to show what the level would buy:
+//   transpose (a 4096 x 4096 transposed copy), gather (index_select of 4096 rows of 1024),
+//   isum (sum of 16M int32), mse / nll (losses over 4096 x 1000), embedding (4096 rows of
+//   256 from 50,000), dropout (16M floats), resize (bilinear 64 x 16 x 32 x 32 -> 64 x 64),
+//   gemm_builtin (the built-in GEMM, the path without oneDNN and OpenBLAS, 256 x 784 x 64).
 // Prints `isa <level> <name> <median> ms` lines (median of the repetitions).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include <ms/ms.hpp>
@@ -58,6 +64,21 @@ int main() {
     grads.push_back(input(n) * 0.01f);
   }
   ms::optim::Adam opt(params, 1e-3);
+  std::vector<std::int32_t> iv(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < iv.size(); ++i) iv[i] = static_cast<std::int32_t>(i % 1000) - 500;
+  const auto ints = ms::from_vector(iv, {n});
+  std::vector<std::int64_t> rows(4096), tokens(4096);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = static_cast<std::int64_t>(i * 2654435761u % 16384);
+    tokens[i] = static_cast<std::int64_t>(i * 40503u % 50000);
+  }
+  const auto row_index = ms::from_vector(rows, {4096});
+  const auto token_index = ms::from_vector(tokens, {4096});
+  const auto table = input(50000 * 256).reshape({50000, 256});
+  const auto x16k = x.reshape({16384, 1024});
+  const auto logits2 = logits * 0.5f;
+  const auto images = input(64 * 16 * 32 * 32).reshape({64, 16, 32, 32});
+  const auto ga = input(256 * 784).reshape({256, 784}), gb = input(784 * 64).reshape({784, 64});
   using T = const ms::Tensor<float>&;
   auto adam_step = ms::jit([&](T g0, T g1, T g2, T g3, T g4, T g5) {
     opt.step({g0, g1, g2, g3, g4, g5});
@@ -89,6 +110,27 @@ int main() {
     std::printf("isa %.*s xent_4096x1000 %.3f ms\n", static_cast<int>(name.size()), name.data(), xent_ms);
     const double adam_us = 1000.0 * median_ms(201, [&] { adam(); });
     std::printf("isa %.*s adam_269k %.3f us\n", static_cast<int>(name.size()), name.data(), adam_us);
+    const double transpose_ms = median_ms(15, [&] { sink += x2d.transpose(0, 1).contiguous().data()[0]; });
+    const double gather_ms = median_ms(15, [&] { sink += ms::index_select(x16k, 0, row_index).data()[0]; });
+    const double isum_ms = median_ms(15, [&] { sink += static_cast<double>(ms::sum(ints).data()[0]); });
+    const double mse_ms = median_ms(15, [&] { sink += ms::mse_loss(logits, logits2).data()[0]; });
+    const double nll_ms = median_ms(15, [&] { sink += ms::nll_loss(logits, labels).data()[0]; });
+    const double embed_ms = median_ms(15, [&] { sink += ms::embedding(table, token_index).data()[0]; });
+    const double dropout_ms = median_ms(15, [&] { sink += ms::dropout(x, 0.5, true, 7).data()[0]; });
+    const double resize_ms = median_ms(15, [&] {
+      sink += ms::interpolate(images, ms::Int2{64, 64}, std::nullopt, "bilinear").data()[0];
+    });
+    const ms::CpuGemm gemm_path = ms::cpu_gemm();
+    ms::set_cpu_gemm(ms::CpuGemm::builtin);
+    const double gemm_us = 1000.0 * median_ms(201, [&] { sink += ms::matmul(ga, gb).data()[0]; });
+    ms::set_cpu_gemm(gemm_path);
+    const std::pair<const char*, double> more[] = {
+        {"transpose_16M", transpose_ms}, {"gather_4096x1024", gather_ms}, {"isum_16M", isum_ms},
+        {"mse_4096x1000", mse_ms},       {"nll_4096x1000", nll_ms},       {"embedding_4096x256", embed_ms},
+        {"dropout_16M", dropout_ms},     {"resize_bilinear", resize_ms}};
+    for (const auto& [what, t] : more)
+      std::printf("isa %.*s %s %.3f ms\n", static_cast<int>(name.size()), name.data(), what, t);
+    std::printf("isa %.*s gemm_builtin_256x784x64 %.3f us\n", static_cast<int>(name.size()), name.data(), gemm_us);
     if (sink == 12345.678) std::printf("\n");
   }
   return 0;
