@@ -1188,6 +1188,20 @@ TEST_CASE("copy (clone/contiguous) of every storage dtype and layout", "[op][ele
       if (x.is_contiguous()) REQUIRE(k.is_same(x));
       else REQUIRE_FALSE(k.shares_storage(x));
     }
+    // Transposed operands run in tiles of 64 x 64 (run_unary_transposed): partial tiles, a
+    // batch of transposes, a merged permute, reversed rows.
+    {
+      std::vector<T> w;
+      for (std::size_t i = 0; i < 3 * 37 * 70; ++i) w.push_back(g[(i * 7) % g.size()]);
+      Tensor<T> cube = make(w, Shape{3, 37, 70});
+      Tensor<T> mat = cube.slice(0, 1, 2).reshape(Shape{37, 70});
+      Tensor<T> moved[] = {cube.permute(Shape{0, 2, 1}), cube.permute(Shape{2, 0, 1}),
+                           mat.slice(0, 36, -100, -1).t(), cube.permute(Shape{1, 2, 0})};
+      for (Tensor<T>& x : moved) {
+        INFO("shape " << ms::shape_str(x.shape()) << ", strides " << ms::shape_str(x.strides()));
+        check_values<T>("contiguous (transposed)", x.contiguous(), x.to_vector());
+      }
+    }
     // big, 1 vs 2 threads, strided source
     if constexpr (!is_half_v<T>) {
       ThreadGuard guard;
