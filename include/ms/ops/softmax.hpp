@@ -6,9 +6,6 @@
 // Layer-level normalizations (batch/layer norm) belong with nn.
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "../core/linkage.hpp"
@@ -75,20 +72,19 @@ void softmax_kernel(const KernelArgs& k) {
       // exp costs ~10 flops an element, so threads pay off sooner than for a copy.
       constexpr std::int64_t grain = kParallelGrain / 4;
       // On the kernels of the CPU level in force (backend/cpu/kernels/softmax.hpp).
-      constexpr int t = std::is_same_v<T, double> ? 1 : 0;
       static constexpr const char* kRows[2][2] = {{"softmax_rows_f32", "softmax_rows_f64"},
                                                   {"log_softmax_rows_f32", "log_softmax_rows_f64"}};
       static constexpr const char* kCols[2][2] = {{"softmax_cols_f32", "softmax_cols_f64"},
                                                   {"log_softmax_cols_f32", "log_softmax_cols_f64"}};
       if (C == 1) {
-        const IsaFn fn = cpu::isa_function(kRows[Log][t], &softmax_rows_kernel<Log, T>);
+        const IsaFn fn = cpu::isa_function_for<T>(kRows[Log][0], kRows[Log][1], &softmax_rows_kernel<Log, T>);
         parallel_for(A, std::max<std::int64_t>(1, grain / R), [&](std::int64_t b, std::int64_t e) {
           const SoftmaxArgs<T> args{xp, yp, R, 1, 1, nullptr, nullptr, b, e};
           fn(&args);
         }, 1);
         return;
       }
-      const IsaFn fn = cpu::isa_function(kCols[Log][t], &softmax_cols_kernel<Log, T>);
+      const IsaFn fn = cpu::isa_function_for<T>(kCols[Log][0], kCols[Log][1], &softmax_cols_kernel<Log, T>);
       constexpr std::int64_t TW = 256;
       const std::int64_t ntile = (C + TW - 1) / TW;
       parallel_for(A * ntile, std::max<std::int64_t>(1, grain / (R * std::min(C, TW))), [&](std::int64_t b, std::int64_t e) {

@@ -8,12 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <string>
 #include <optional>
 #include <string_view>
-#include <type_traits>
 #include <vector>
 
 #include "../../core/parallel.hpp"

@@ -340,8 +340,8 @@ void avg_pool_run(const T* src, T* dst, const PoolGeom& q, bool count_include_pa
       {{"avg_pool_f32", "avg_pool_f64"}, {"avg_pool_grad_f32", "avg_pool_grad_f64"}},
       {{"adaptive_avg_pool_f32", "adaptive_avg_pool_f64"},
        {"adaptive_avg_pool_grad_f32", "adaptive_avg_pool_grad_f64"}}};
-  const IsaFn fn = cpu::isa_function(kNames[Adaptive][Adjoint][std::is_same_v<T, double>],
-                                     &avg_pool_kernel<Adaptive, Adjoint, T>);
+  const IsaFn fn = cpu::isa_function_for<T>(kNames[Adaptive][Adjoint][0], kNames[Adaptive][Adjoint][1],
+                                            &avg_pool_kernel<Adaptive, Adjoint, T>);
   parallel_for(q.planes(), std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, HW)),
                [&](std::int64_t b, std::int64_t e) {
     const AvgPoolArgs<T> a{src, dst, q.H, q.W, q.Ho, q.Wo, q.kh, q.kw, q.sh, q.sw, q.ph, q.pw, q.divisor,
