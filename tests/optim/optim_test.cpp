@@ -500,16 +500,38 @@ TEST_CASE("adam_update: one pass equals the composite ops bit for bit", "[optim]
             static_cast<T*>(g.raw_data())[11] = std::numeric_limits<T>::infinity();
           }
         });
-        AnyTensor ss = ops::scalar_tensor(0.01 / (1 - 0.9 * 0.9), d), bc = ops::scalar_tensor(std::sqrt(1 - 0.999 * 0.999), d);
+        // Second moments over the whole range (every third element log-uniform from the
+        // subnormals up), and a NaN: the division by sqrt(1 - beta2^t) must round as the
+        // composite form's div does for every sqrt(v) (it runs without a divider where FMA
+        // is at hand, backend/cpu/kernels/adam.hpp).
+        ms::visit_dtype(d, [&]<class T>() {
+          if constexpr (std::is_floating_point_v<T>) {
+            std::mt19937 rng(5);
+            const double lo = std::is_same_v<T, float> ? -44.0 : -320.0, hi = std::is_same_v<T, float> ? 38.0 : 308.0;
+            std::uniform_real_distribution<double> e10(lo, hi);
+            T* vp = static_cast<T*>(v.raw_data());
+            for (std::int64_t i = 0; i < s[0]; i += 3)
+              if (i != 7) vp[i] = static_cast<T>(std::pow(10.0, e10(rng)));
+            vp[13] = std::numeric_limits<T>::quiet_NaN();
+          }
+        });
         AnyTensor decay = c.decoupled ? ops::scalar_tensor(1 - 0.01 * 0.5, d) : AnyTensor();
         const auto p_bytes = ms_test::bytes_of(p), m_bytes = ms_test::bytes_of(m);
-        auto want = composite(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
-        auto got = ops::adam_update(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
-        REQUIRE(got.size() == 3);
-        for (int k = 0; k < 3; ++k) {
-          INFO("output " << k);
-          CHECK(ms_test::same_bits(got[static_cast<std::size_t>(k)], want[static_cast<std::size_t>(k)]));
+        // sqrt(1 - beta2^t) at t = 1 and t = 2, one with every mantissa bit set, 1 (large t),
+        // and values outside [2^-60, 2^60] (the plain division).
+        for (double bcv : {std::sqrt(1 - 0.999), std::sqrt(1 - 0.999 * 0.999), 1.0, 0.99999994039535522, 1e-20, 1e20}) {
+          INFO("bc2_sqrt " << bcv);
+          AnyTensor ss = ops::scalar_tensor(0.01 / (1 - 0.9 * 0.9), d), bc = ops::scalar_tensor(bcv, d);
+          auto want = composite(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
+          auto got = ops::adam_update(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
+          REQUIRE(got.size() == 3);
+          for (int k = 0; k < 3; ++k) {
+            INFO("output " << k);
+            CHECK(ms_test::same_bits(got[static_cast<std::size_t>(k)], want[static_cast<std::size_t>(k)]));
+          }
         }
+        AnyTensor ss = ops::scalar_tensor(0.01 / (1 - 0.9 * 0.9), d), bc = ops::scalar_tensor(std::sqrt(1 - 0.999 * 0.999), d);
+        auto got = ops::adam_update(p, g, m, v, ss, bc, 0.9, 0.999, 1e-8, c.wd, decay);
         // Element 7: without an L2 term g, m and v are zero: m' = v' = 0 and p moves by 0 / eps = 0.
         ms::visit_dtype(d, [&]<class T>() {
           if constexpr (std::is_floating_point_v<T>) {

@@ -46,6 +46,7 @@ void adam_update_run(const KernelArgs& k) {
   s.l2 = k.attrs.f("weight_decay", 0.0) != 0.0;
   s.step_size = scalar(4);
   s.bc2_sqrt = scalar(5);
+  set_bc2_recip(s);
   s.decoupled = k.in.size() > 6;
   s.decay = s.decoupled ? scalar(6) : T(1);
   const T* pp = static_cast<const T*>(pin.raw_data());

@@ -6,6 +6,8 @@
 // "adam_update_f64"). Includes nothing above core/.
 
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "../../../core/linkage.hpp"
 #include "abi.hpp"
@@ -19,8 +21,20 @@ template <class T>
 struct AdamScalars {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
   T step_size, bc2_sqrt, decay;
+  /// 1 / bc2_sqrt rounded to nearest, and whether the division by bc2_sqrt may run as a
+  /// multiplication by it with an FMA correction (see adam_div_bc2): bc2_sqrt in [2^-60, 2^60].
+  T bc2_recip;
+  bool bc2_recip_exact;
   bool l2, decoupled;
 };
+
+/// The scalars that follow from bc2_sqrt (AdamScalars::bc2_recip and bc2_recip_exact).
+template <class T>
+constexpr void set_bc2_recip(AdamScalars<T>& s) {
+  s.bc2_recip = T(1) / s.bc2_sqrt;
+  constexpr T lo = T(1) / T(1ull << 60), hi = T(1ull << 60);
+  s.bc2_recip_exact = s.bc2_sqrt >= lo && s.bc2_sqrt <= hi;  // false for NaN
+}
 
 /// The arguments of the adam_update kernels: elements [lo, hi) of p, g, m and v, results in
 /// po, mo and vo (which may be p, m and v: each batch is loaded whole before its results
@@ -35,6 +49,31 @@ struct AdamArgs {
 
 namespace detail {
 inline namespace MS_ISA_NS {
+
+/// sqrt(v) / bc2_sqrt, rounded to nearest as the division is, for d = sqrt(v). On the
+/// Adam step's critical unit (one square root and two divisions per element all run on the
+/// divider), this division by the step's scalar becomes a multiplication and two FMAs when
+/// the level has FMA: q = d * y with y = RN(1 / b) is within an ulp of d / b, the remainder
+/// d - q * b is then exact in one FMA, and RN(q + (d - q * b) * y) = RN(d / b) (Markstein's
+/// theorem). It holds for every d in (0, inf): such d = sqrt(v) lies in [2^-75, 2^64]
+/// (float) or [2^-537, 2^512] (double), so with b in [2^-60, 2^60] neither q nor the
+/// remainder leaves the normal range. d = +-0, inf and NaN keep the division's result, which
+/// is d itself (b is positive).
+template <class V, class T>
+inline V adam_div_bc2(const AdamScalars<T>& s, V d) {
+#if defined(__FMA__)
+  if constexpr (!std::is_same_v<V, T>) {
+    if (s.bc2_recip_exact) {
+      const V y(s.bc2_recip), b(s.bc2_sqrt);
+      const V q = d * y;
+      const V r = xsimd::fnma(q, b, d);  // d - q * b, exact
+      const V q1 = xsimd::fma(r, y, q);
+      return xsimd::select((d > V(T(0))) & (d < V(std::numeric_limits<T>::infinity())), q1, d);
+    }
+  }
+#endif
+  return d / s.bc2_sqrt;
+}
 
 /// One element (or batch) of the update, in the order and rounding of optim::Adam's
 /// composite form:
@@ -53,7 +92,7 @@ inline void adam_element(const AdamScalars<T>& s, V& p, V g, V& m, V& v) {
   if (s.l2) g = g + prod(p, s.weight_decay);
   m = prod(m, s.beta1) + prod(g, s.one_minus_beta1);
   v = prod(v, s.beta2) + prod(prod(g, g), s.one_minus_beta2);
-  V denom = simd::sqrt(v) / s.bc2_sqrt + s.eps;
+  V denom = adam_div_bc2(s, simd::sqrt(v)) + s.eps;
   p = p - prod(m / denom, s.step_size);
 }
 
