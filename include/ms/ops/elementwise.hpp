@@ -35,9 +35,6 @@ namespace ms::ops {
 namespace detail {
 inline namespace MS_ISA_NS {
 
-template <class T>
-inline constexpr bool simd_type_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
-
 /// Loads lane-block i of input k: a broadcast scalar when its stride is 0.
 template <class B, class T>
 inline B load(const T* p, std::int64_t i, bool scalar) {
@@ -97,7 +94,7 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
   const T* a = static_cast<const T*>(in[0]);
   const T* b = Arity > 1 ? static_cast<const T*>(in[1]) : nullptr;
   std::int64_t i = 0;
-  if constexpr (simd_type_v<T> && std::is_same_v<O, bool> && Arity == 2) {
+  if constexpr (simd::vectorized_v<T> && std::is_same_v<O, bool> && Arity == 2) {
     // Comparisons: whole batches compared and their lanes written as bools; the scalar
     // loop below finishes (IEEE comparisons give the same answer either way).
     using B = xsimd::batch<T>;
@@ -113,7 +110,7 @@ void block_kernel(const void* const* in, const std::int64_t* st, void* outp, std
       for (; i + W <= n; i += W) store_bools(f(va, B::load_unaligned(b + i)), out + i);
     }
   }
-  if constexpr (simd_type_v<T> && std::is_same_v<T, O>) {
+  if constexpr (simd::vectorized_v<T> && std::is_same_v<T, O>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = B::size;
     if constexpr (Arity == 1) {

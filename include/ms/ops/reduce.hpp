@@ -315,7 +315,7 @@ template <class P, class T>
 struct ReduceKernels {
   IsaFn run_fn = nullptr, col_fn = nullptr;
   ReduceKernels() {
-    if constexpr (reduce_simd_v<T>) {
+    if constexpr (simd::vectorized_v<T>) {
       constexpr int t = std::is_same_v<T, double> ? 1 : 0;
       run_fn = cpu::isa_function(kReduceKernelNames[0][P::id][t], &reduce_run_kernel<P, T>);
       col_fn = cpu::isa_function(kReduceKernelNames[1][P::id][t], &reduce_col_kernel<P, T>);
@@ -323,7 +323,7 @@ struct ReduceKernels {
   }
   /// The pairwise reduction of x[0 .. n) (centered at c).
   T run(const T* x, std::int64_t n, T c) const {
-    if constexpr (reduce_simd_v<T>) {
+    if constexpr (simd::vectorized_v<T>) {
       T r;
       const ReduceRunArgs<T> a{x, n, c, &r};
       run_fn(&a);
@@ -334,7 +334,7 @@ struct ReduceKernels {
   }
   /// dst[0 .. w) = the pairwise reduction of `rows` rows of x, sr apart (see ReduceColArgs).
   void columns(const T* x, std::int64_t rows, std::int64_t sr, std::int64_t w, const T* ctr, T* dst, T* scratch) const {
-    if constexpr (reduce_simd_v<T>) {
+    if constexpr (simd::vectorized_v<T>) {
       const ReduceColArgs<T> a{x, rows, sr, w, ctr, dst, scratch};
       col_fn(&a);
     } else {
@@ -486,8 +486,8 @@ void arg_loop3(const T* x, const Loop3& p, std::int64_t* out) {
 template <Red K, class T>
 inline constexpr bool red_supports_v =
     (K == Red::mean || K == Red::var || K == Red::std)
-        ? simd_type_v<T>
-        : (simd_type_v<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
+        ? simd::vectorized_v<T>
+        : (simd::vectorized_v<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
            std::is_same_v<T, std::uint8_t>);
 
 /// The combine policy of a reduction (mean sums; var and std have their own passes).

@@ -66,7 +66,7 @@ void softmax_kernel(const KernelArgs& k) {
   std::int64_t A = 1, R = 1, C = 1;
   for (int i = 0; i < rank; ++i) (i < ax ? A : i == ax ? R : C) *= x.shape()[i];
   visit_dtype(x.dtype(), [&]<class T>() {
-    if constexpr (simd_type_v<T>) {
+    if constexpr (simd::vectorized_v<T>) {
       const T* xp = static_cast<const T*>(x.raw_data());
       T* yp = static_cast<T*>(y.raw_data());
       // exp costs ~10 flops an element, so threads pay off sooner than for a copy.

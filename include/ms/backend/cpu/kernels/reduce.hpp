@@ -55,9 +55,6 @@ inline constexpr const char* kReduceKernelNames[2][5][2] = {
      {"reduce_col_max_f32", "reduce_col_max_f64"}, {"reduce_col_min_f32", "reduce_col_min_f64"},
      {"reduce_col_sqdev_f32", "reduce_col_sqdev_f64"}}};
 
-template <class T>
-inline constexpr bool reduce_simd_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
-
 inline namespace MS_ISA_NS {
 
 // ---- combine policies (one formula for scalars and xsimd batches) ------------------------------
@@ -130,7 +127,7 @@ template <class P, class T>
 T reduce_block(const T* p, std::int64_t n, T c) {
   std::int64_t i = 0;
   T r;
-  if constexpr (reduce_simd_v<T>) {
+  if constexpr (simd::vectorized_v<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = B::size;
     const B cb(c);
@@ -173,7 +170,7 @@ T reduce_pairwise(const T* p, std::int64_t n, T c) {
 template <class P, bool First, class T>
 inline void col_step(T* dst, const T* x, const T* ctr, std::int64_t w) {
   std::int64_t c = 0;
-  if constexpr (reduce_simd_v<T>) {
+  if constexpr (simd::vectorized_v<T>) {
     using B = xsimd::batch<T>;
     constexpr std::int64_t W = B::size;
     for (; c + W <= w; c += W) {

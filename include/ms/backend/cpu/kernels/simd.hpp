@@ -29,6 +29,12 @@
 #endif
 
 namespace ms::simd {
+
+/// Whether the kernels' SIMD paths take T (float and double; other dtypes run scalar loops).
+/// A property of the type, the same at every CPU level, so it lives outside the level's namespace.
+template <class T>
+inline constexpr bool vectorized_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
 inline namespace MS_ISA_NS {
 
 template <class V>
