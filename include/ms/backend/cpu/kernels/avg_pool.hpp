@@ -28,6 +28,25 @@ struct AvgPoolArgs {
 namespace detail {
 inline namespace MS_ISA_NS {
 
+/// The window of output index o along one axis: input range [lo, hi) and the number of
+/// elements its average divides by along that axis (padding counted or not). Adaptive
+/// windows split n inputs over n_out outputs; ordinary ones start at o * stride - pad.
+struct PoolAxis {
+  std::int64_t lo, hi, div;
+};
+template <bool Adaptive>
+inline PoolAxis pool_axis(std::int64_t o, std::int64_t n, std::int64_t n_out, std::int64_t k, std::int64_t stride,
+                          std::int64_t pad, bool count_include_pad) {
+  if constexpr (Adaptive) {
+    const std::int64_t lo = o * n / n_out, hi = ((o + 1) * n + n_out - 1) / n_out;
+    return {lo, hi, hi - lo};
+  } else {
+    const std::int64_t start = o * stride - pad;
+    const std::int64_t lo = std::max<std::int64_t>(start, 0), hi = std::min(start + k, n);
+    return {lo, hi, count_include_pad ? std::min(start + k, n + pad) - start : hi - lo};
+  }
+}
+
 /// Average pooling (Adjoint = false: y from x) or its adjoint (true: gx from gy), over the
 /// windows of an ordinary (Adaptive = false) or adaptive pooling.
 template <bool Adaptive, bool Adjoint, class T>
@@ -44,24 +63,12 @@ void avg_pool_kernel(const void* args) {
   for (std::int64_t pl = b; pl < e; ++pl) {
     if constexpr (Adjoint) std::fill(dst + pl * HW, dst + (pl + 1) * HW, T(0));
     for (std::int64_t oh = 0; oh < q.Ho; ++oh) {
-      std::int64_t ha, hb, wa, wb, div_h;
-      if constexpr (Adaptive) {
-        ha = oh * q.H / q.Ho, hb = ((oh + 1) * q.H + q.Ho - 1) / q.Ho, div_h = hb - ha;
-      } else {
-        const std::int64_t h0 = oh * q.sh - q.ph;
-        ha = std::max<std::int64_t>(h0, 0), hb = std::min(h0 + q.kh, q.H);
-        div_h = count_include_pad ? std::min(h0 + q.kh, q.H + q.ph) - h0 : hb - ha;
-      }
+      const PoolAxis h = pool_axis<Adaptive>(oh, q.H, q.Ho, q.kh, q.sh, q.ph, count_include_pad);
+      const std::int64_t ha = h.lo, hb = h.hi;
       for (std::int64_t ow = 0; ow < q.Wo; ++ow) {
-        std::int64_t div_w;
-        if constexpr (Adaptive) {
-          wa = ow * q.W / q.Wo, wb = ((ow + 1) * q.W + q.Wo - 1) / q.Wo, div_w = wb - wa;
-        } else {
-          const std::int64_t w0 = ow * q.sw - q.pw;
-          wa = std::max<std::int64_t>(w0, 0), wb = std::min(w0 + q.kw, q.W);
-          div_w = count_include_pad ? std::min(w0 + q.kw, q.W + q.pw) - w0 : wb - wa;
-        }
-        const T scale = T(1) / static_cast<T>(q.divisor > 0 ? q.divisor : div_h * div_w);
+        const PoolAxis w = pool_axis<Adaptive>(ow, q.W, q.Wo, q.kw, q.sw, q.pw, count_include_pad);
+        const std::int64_t wa = w.lo, wb = w.hi;
+        const T scale = T(1) / static_cast<T>(q.divisor > 0 ? q.divisor : h.div * w.div);
         if constexpr (Adjoint) {
           const T v = src[pl * P + oh * q.Wo + ow] * scale;
           for (std::int64_t ih = ha; ih < hb; ++ih)
