@@ -1,7 +1,8 @@
 #pragma once
 // The Adam / AdamW update of one parameter in one pass (the kernel of ops/optim_ops.hpp's
 // adam_update): reads p, g, m and v once and writes p', m' and v', each operation rounded
-// as the composite form's separate op would be (no FMA contraction). Compiled once per CPU
+// as the composite form's separate op would be (no FMA contraction; the one division done
+// with FMAs, adam_div_bc2, rounds as the division does). Compiled once per CPU
 // level (MS_ISA_NS) and bound by name (cpu::isa_function, rows "adam_update_f32" and
 // "adam_update_f64"). Includes nothing above core/.
 
