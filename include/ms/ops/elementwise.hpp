@@ -218,24 +218,21 @@ constexpr void fill_block_table(BlockFn* table) {
 
 }  // namespace MS_ISA_NS
 
-/// Copies n elements of `esize` bytes with a stride (in elements) into a contiguous buffer.
-inline void gather(const char* src, std::int64_t stride, std::size_t esize, std::int64_t n, char* dst) {
+/// Copies n elements of `esize` bytes from src to dst, each side with its own stride (in
+/// elements): a strided operand gathered into a contiguous buffer (dst_stride 1), or a
+/// contiguous run written as a column of a tile being transposed (src_stride 1).
+inline void strided_copy(const char* src, std::int64_t src_stride, char* dst, std::int64_t dst_stride,
+                         std::size_t esize, std::int64_t n) {
+  auto copy = [&]<class U>() {
+    const U* s = reinterpret_cast<const U*>(src);
+    U* d = reinterpret_cast<U*>(dst);
+    for (std::int64_t i = 0; i < n; ++i) d[i * dst_stride] = s[i * src_stride];
+  };
   switch (esize) {
-    case 1: for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * stride]; break;
-    case 2: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint16_t*>(dst)[i] = reinterpret_cast<const std::uint16_t*>(src)[i * stride]; break;
-    case 4: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint32_t*>(dst)[i] = reinterpret_cast<const std::uint32_t*>(src)[i * stride]; break;
-    default: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint64_t*>(dst)[i] = reinterpret_cast<const std::uint64_t*>(src)[i * stride]; break;
-  }
-}
-
-/// Writes n contiguous elements of `esize` bytes from src to dst with a stride of `stride`
-/// elements (one column of a tile being transposed).
-inline void scatter(const char* src, std::size_t esize, std::int64_t n, char* dst, std::int64_t stride) {
-  switch (esize) {
-    case 1: for (std::int64_t i = 0; i < n; ++i) dst[i * stride] = src[i]; break;
-    case 2: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint16_t*>(dst)[i * stride] = reinterpret_cast<const std::uint16_t*>(src)[i]; break;
-    case 4: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint32_t*>(dst)[i * stride] = reinterpret_cast<const std::uint32_t*>(src)[i]; break;
-    default: for (std::int64_t i = 0; i < n; ++i) reinterpret_cast<std::uint64_t*>(dst)[i * stride] = reinterpret_cast<const std::uint64_t*>(src)[i]; break;
+    case 1: copy.template operator()<std::uint8_t>(); break;
+    case 2: copy.template operator()<std::uint16_t>(); break;
+    case 4: copy.template operator()<std::uint32_t>(); break;
+    default: copy.template operator()<std::uint64_t>(); break;
   }
 }
 
@@ -268,7 +265,7 @@ inline void run_unary_transposed(BlockFn fn, const char* src, std::size_t esize,
       for (std::int64_t j0 = 0; j0 < inner; j0 += kTile) {
         const std::int64_t nj = std::min(kTile, inner - j0);
         // tile[ii][jj] = x[i0 + ii][j0 + jj]; source column jj is contiguous in ii.
-        for (std::int64_t jj = 0; jj < nj; ++jj) scatter(s0 + (j0 + jj) * is * es, esize, ni, tile + jj * es, kTile);
+        for (std::int64_t jj = 0; jj < nj; ++jj) strided_copy(s0 + (j0 + jj) * is * es, 1, tile + jj * es, kTile, esize, ni);
         for (std::int64_t ii = 0; ii < ni; ++ii) {
           const void* p[1] = {tile + ii * kTile * es};
           fn(p, &unit, o0 + (ii * inner + j0) * os, nj, params);
@@ -394,7 +391,7 @@ inline void run_elementwise(BlockFn fn, std::span<const AnyTensor> in, const Any
         for (int j = 0; j < k; ++j) {
           const char* src = base[j] + (off[j] + c0 * ist[j]) * static_cast<std::int64_t>(esize[j]);
           if (ist[j] == 0 || ist[j] == 1) { p[j] = src; bst[j] = ist[j]; continue; }
-          detail::gather(src, ist[j], esize[j], len, buf[j]);
+          detail::strided_copy(src, ist[j], buf[j], 1, esize[j], len);
           p[j] = buf[j];
           bst[j] = 1;
         }

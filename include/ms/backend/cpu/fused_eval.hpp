@@ -279,8 +279,8 @@ class FusedEval {
         std::memcpy(dst + done * static_cast<std::int64_t>(esize), base + off * static_cast<std::int64_t>(esize),
                     static_cast<std::size_t>(run) * esize);
       } else {
-        ops::detail::gather(base + off * static_cast<std::int64_t>(esize), ist, esize, run,
-                            dst + done * static_cast<std::int64_t>(esize));
+        ops::detail::strided_copy(base + off * static_cast<std::int64_t>(esize), ist,
+                                  dst + done * static_cast<std::int64_t>(esize), 1, esize, run);
       }
       done += run;
       off += run * ist;
